@@ -1,0 +1,42 @@
+# `make run` and `make test` do all the set-up on a fresh machine.
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export DVC_NO_ANALYTICS := 1
+export PREFECT_SERVER_ANALYTICS_ENABLED := false
+export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 90
+export VLLM_CPU_KVCACHE_SPACE ?= 2
+export VLLM_CPU_NUM_OF_RESERVED_CPU ?= 0
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: install data model run test test-fast test-slow bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml scripts/install.sh
+	bash scripts/install.sh $(PY) $(VENV)
+	touch $(STAMP)
+
+data: install
+	$(BIN)/sweetflow data pull
+
+model: install
+	$(BIN)/sweetflow model prepare
+
+run: data model
+	$(BIN)/sweetflow eval --limit 8 --simulator retrieval --out runs/zero-shot
+
+test: data model
+	$(BIN)/pytest -q -m "not slow and not gpu"
+
+test-slow: data model
+	$(BIN)/pytest -q -m "slow"
+
+bench: data model
+	$(BIN)/python benchmarks/scoring.py
+	$(BIN)/python benchmarks/rollout.py
+
+clean:
+	rm -rf $(VENV)

@@ -1,0 +1,44 @@
+"""ColBench task records and their validated loaders.
+
+Reads: data/colbench/backend_test.jsonl (DVC-tracked). A backend task is a vague request whose
+last sentence gives the function signature, the reference solution (`ground_truth`), the
+information the simulated human may draw on (`hidden_information`, equal to the reference in
+this release) and ten test calls whose expected values are the reference's outputs (ALGORITHMS.md).
+"""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from components.records import read_jsonl
+
+
+class BackendTask(BaseModel):
+    """One ColBench backend programming task."""
+
+    model_config = ConfigDict(extra="ignore")
+    problem_description: str = Field(min_length=1)
+    ground_truth: str = Field(min_length=1)
+    hidden_information: str = Field(min_length=1)
+    test_cases: dict[str, str] = Field(min_length=1)
+
+    @field_validator("test_cases")
+    @classmethod
+    def _calls_not_empty(cls, value: dict[str, str]) -> dict[str, str]:
+        empty = [k for k, v in value.items() if not v.strip()]
+        if empty:
+            raise ValueError(f"empty test call(s): {', '.join(empty)}")
+        return value
+
+    @property
+    def task_id(self) -> str:
+        """Stable id: a hash of the request and the reference (independent of file order)."""
+        digest = hashlib.sha256((self.problem_description + "\0" + self.ground_truth).encode())
+        return digest.hexdigest()[:16]
+
+
+def load_backend_tasks(path: Path) -> list[BackendTask]:
+    """Load and validate every task; the first bad row raises RecordError (file, line, field)."""
+    return list(read_jsonl(Path(path), BackendTask))

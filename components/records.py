@@ -1,0 +1,93 @@
+"""Typed records that steps exchange through JSONL files, and their one reader/writer.
+
+Every row is validated on read: a bad row raises `RecordError` naming the file, the 1-based line
+and the offending field, so nothing downstream runs on invalid data (DESIGN.md convention 4).
+Writers append and flush row by row, so a crash loses at most the row being written.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterable, Iterator, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+R = TypeVar("R", bound=BaseModel)
+
+
+class RecordError(ValueError):
+    """A JSONL row that does not match its record type."""
+
+
+class Turn(BaseModel):
+    """One agent action with the exact tokens it was generated from (convention 11)."""
+
+    model_config = ConfigDict(extra="forbid")
+    index: int = Field(ge=0, description="0-based agent turn number")
+    action: str = Field(description="the agent's message text")
+    prompt_ids: list[int] = Field(default_factory=list, description="token ids fed to the actor")
+    response_ids: list[int] = Field(default_factory=list, description="sampled token ids")
+    response_logprobs: list[float] = Field(default_factory=list, description="log-prob per sampled token")
+    observation: str | None = Field(default=None, description="simulator reply that followed, if any")
+
+
+class Trajectory(BaseModel):
+    """One collaborative episode on one task, with its score once scored."""
+
+    model_config = ConfigDict(extra="forbid")
+    task_id: str
+    task_index: int = Field(ge=0, description="0-based line of the task in its tasks file")
+    seed: int
+    messages: list[dict[str, str]] = Field(description="agent view: system, then user/assistant turns")
+    turns: list[Turn]
+    answer: str = Field(description="the final answer (code), marker removed")
+    answered: bool = Field(description="True when the agent used the answer marker")
+    score: float | None = None
+    passed: int | None = None
+    total: int | None = None
+    success: bool | None = None
+    error: str | None = None
+
+
+def _where(path: Path, line_no: int) -> str:
+    return f"{path}:{line_no}"
+
+
+def read_jsonl(path: Path, record: type[R]) -> Iterator[R]:
+    """Yield validated records; raise RecordError naming file, line and field on the first bad row."""
+    path = Path(path)
+    with path.open(encoding="utf-8") as fh:
+        for line_no, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            yield parse_row(line, record, _where(path, line_no))
+
+
+def parse_row(line: str, record: type[R], where: str) -> R:
+    """Parse one JSON line into `record`, with an error message that says where and what."""
+    try:
+        raw = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise RecordError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+    if not isinstance(raw, dict):
+        raise RecordError(f"{where}: expected a JSON object, got {type(raw).__name__}")
+    try:
+        return record.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "<row>"
+        raise RecordError(f"{where}: field '{field}': {first['msg']}") from None
+
+
+def write_jsonl(path: Path, rows: Iterable[BaseModel | dict], append: bool = False) -> int:
+    """Write rows (records or plain dicts) as JSON lines; return how many were written."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    n = 0
+    with path.open("a" if append else "w", encoding="utf-8") as fh:
+        for row in rows:
+            data = row.model_dump(mode="json") if isinstance(row, BaseModel) else row
+            fh.write(json.dumps(data, ensure_ascii=False) + "\n")
+            fh.flush()
+            n += 1
+    return n
