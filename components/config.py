@@ -1,0 +1,94 @@
+"""Stage configurations: one pydantic model per params.yaml section, every field documented.
+
+Values come from params.yaml and are overridden by CLI flags / flow parameters. Unknown keys and
+contradictory or out-of-range values are rejected at load time with a message naming the field
+(DESIGN.md convention 3).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from components.data.split import Split
+from components.envs.simulators import SimulatorKind
+
+C = TypeVar("C", bound=BaseModel)
+PARAMS = Path("params.yaml")
+
+
+class ConfigError(ValueError):
+    """params.yaml or an override is invalid."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class DataConfig(_Section):
+    backend_tasks: Path = Field(Path("data/colbench/backend_test.jsonl"), description="ColBench backend tasks")
+    eval_fraction: float = Field(0.2, gt=0.0, lt=1.0, description="share of tasks in the eval split")
+    split_salt: str = Field("sweetflow-v1", min_length=1, description="salt of the split hash")
+
+
+class ModelConfig(_Section):
+    out_dir: Path = Field(Path("models/smollm2-135m-instruct"), description="prepared default model folder")
+
+
+class EpisodeSection(_Section):
+    max_turns: int = Field(10, ge=1, le=50, description="agent turns per episode")
+    temperature: float = Field(1.0, ge=0.0, le=5.0, description="agent sampling temperature")
+    max_tokens: int = Field(256, ge=1, description="agent tokens per turn")
+    max_model_len: int = Field(4096, ge=256, description="context budget per episode")
+    sim_max_tokens: int = Field(128, ge=1, description="LLM simulator tokens per reply")
+    sim_max_chars: int = Field(400, ge=1, description="simulator reply cut")
+
+    @model_validator(mode="after")
+    def _fits(self) -> "EpisodeSection":
+        if self.max_tokens >= self.max_model_len:
+            raise ValueError(f"max_tokens ({self.max_tokens}) must be below max_model_len ({self.max_model_len})")
+        return self
+
+
+class EvalConfig(_Section):
+    model: str = Field("models/smollm2-135m-instruct", description="agent: HF folder or hub id")
+    engine: str = Field("auto", pattern="^(auto|vllm|hf|openai)$", description="agent engine")
+    simulator: SimulatorKind = Field(SimulatorKind.retrieval, description="simulated human")
+    simulator_model: str | None = Field(None, description="llm simulator model/URL; None = agent engine")
+    simulator_engine: str | None = Field(None, pattern="^(auto|vllm|hf|openai)$", description="simulator engine")
+    split: Split = Field(Split.eval, description="task split to evaluate")
+    limit: int | None = Field(8, ge=1, description="number of tasks; None = whole split")
+    seeds: list[int] = Field([0], min_length=1, description="one evaluation per seed")
+    bootstrap_samples: int = Field(2000, ge=100, description="resamples for 95% intervals")
+    out_dir: Path = Field(Path("runs/eval"), description="output folder")
+    experiment: str = Field("sweetflow-eval", min_length=1, description="MLflow experiment")
+    sample_dialogues: int = Field(5, ge=0, description="dialogues rendered into MLflow")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "EvalConfig":
+        if len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"seeds must be distinct, got {self.seeds}")
+        if self.simulator == SimulatorKind.retrieval and self.simulator_model:
+            raise ValueError("simulator_model is only used by the llm simulator (simulator=retrieval given)")
+        return self
+
+
+def read_params(path: Path = PARAMS) -> dict[str, Any]:
+    """The whole params.yaml as a dict (empty when the file is missing)."""
+    if not Path(path).exists():
+        return {}
+    return yaml.safe_load(Path(path).read_text()) or {}
+
+
+def load_section(model: type[C], section: str, overrides: dict[str, Any] | None = None,
+                 path: Path = PARAMS) -> C:
+    """Validate params.yaml[section] updated with the non-None `overrides`."""
+    values = dict(read_params(path).get(section) or {})
+    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    try:
+        return model.model_validate(values)
+    except ValidationError as exc:
+        lines = [f"  {section}.{'.'.join(map(str, e['loc'])) or '<section>'}: {e['msg']}" for e in exc.errors()]
+        raise ConfigError(f"invalid configuration in {path} [{section}]:\n" + "\n".join(lines)) from None

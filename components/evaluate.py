@@ -1,0 +1,139 @@
+"""Evaluate an agent on ColBench backend tasks: collaborative episodes, sandboxed scores, metrics.
+
+Reads: the tasks file (params `data`), the agent model (HF folder or id). Writes to the output
+folder: `trajectories.jsonl` (one `Trajectory` per episode: dialogue, exact token ids and
+log-probs of every agent action, answer, score), `scores.jsonl` (one row per episode: index of
+the task in the tasks file, seed, score, passed, total, success, error) and `metrics.json`
+(success_rate, tests_passed, mean_turns, n, their 95% bootstrap intervals, per-seed values).
+
+Episodes are appended to trajectories.jsonl as each ends; a re-run after a crash skips the
+episodes already there, so nothing finished is lost or duplicated. Scoring runs once all
+episodes exist, in the sandbox (components/scoring), and rewrites the file with the scores.
+Run as `python -m components.evaluate --config JSON` so vLLM's memory is returned afterwards.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import time
+from pathlib import Path
+
+from components.config import DataConfig, EpisodeSection, EvalConfig
+from components.data.split import select
+from components.data.tasks import BackendTask, load_backend_tasks
+from components.engines.factory import make_engine
+from components.envs.simulators import SimulatorKind, make_simulator
+from components.metrics import per_seed, summarize
+from components.records import Trajectory, read_resumable, write_jsonl
+from components.rollout.driver import EpisodeConfig, EpisodeDriver, EpisodeJob
+from components.scoring.backend import score_answers
+from components.stage import StageResult
+
+log = logging.getLogger(__name__)
+
+
+def select_tasks(data: DataConfig, cfg: EvalConfig) -> tuple[list[BackendTask], list[int]]:
+    """All tasks of the file and the indices evaluated (split, then the first `limit`)."""
+    tasks = load_backend_tasks(data.backend_tasks)
+    indices = select(tasks, cfg.split, data.eval_fraction, data.split_salt)
+    return tasks, indices[: cfg.limit] if cfg.limit else indices
+
+
+def pending_jobs(tasks: list[BackendTask], indices: list[int], seeds: list[int],
+                 done: list[Trajectory]) -> list[EpisodeJob]:
+    """Episodes still to run: every (task, seed) not already in `done`."""
+    finished = {(t.task_index, t.run_seed, t.sample) for t in done}
+    return [
+        EpisodeJob(task_index=i, task=tasks[i], run_seed=s)
+        for s in seeds for i in indices if (i, s, 0) not in finished
+    ]
+
+
+def build_driver(cfg: EvalConfig, episode: EpisodeSection) -> EpisodeDriver:
+    """The agent engine (built once), the simulator (sharing the agent engine unless told not to)."""
+    agent = make_engine(cfg.engine, cfg.model, seed=cfg.seeds[0], max_model_len=episode.max_model_len)
+    sim_engine = None
+    if cfg.simulator == SimulatorKind.llm:
+        sim_engine = agent if cfg.simulator_model is None else make_engine(
+            cfg.simulator_engine or cfg.engine, cfg.simulator_model, seed=cfg.seeds[0],
+            max_model_len=episode.max_model_len)
+    simulator = make_simulator(cfg.simulator, sim_engine, episode.sim_max_tokens, episode.sim_max_chars)
+    ep_cfg = EpisodeConfig(max_turns=episode.max_turns, temperature=episode.temperature,
+                           max_tokens=episode.max_tokens, max_model_len=episode.max_model_len)
+    return EpisodeDriver(agent, simulator, ep_cfg)
+
+
+def run_episodes(cfg: EvalConfig, episode: EpisodeSection, tasks: list[BackendTask], indices: list[int],
+                 traj_path: Path) -> dict[str, float]:
+    """Run the pending episodes, appending each to `traj_path` as it ends; return speed figures."""
+    jobs = pending_jobs(tasks, indices, cfg.seeds, read_resumable(traj_path, Trajectory))
+    if not jobs:
+        log.info("all %d episodes already in %s", len(indices) * len(cfg.seeds), traj_path)
+        return {}
+    log.info("running %d episodes (%d already done)", len(jobs), len(indices) * len(cfg.seeds) - len(jobs))
+    driver = build_driver(cfg, episode)
+    start = time.perf_counter()
+    trajs = driver.run(jobs, on_done=lambda t: write_jsonl(traj_path, [t], append=True))
+    elapsed = time.perf_counter() - start
+    tokens = sum(len(turn.response_ids) for t in trajs for turn in t.turns)
+    driver.agent.close()
+    return {"rollout_seconds": elapsed, "episodes_per_s": len(trajs) / elapsed,
+            "agent_tokens_per_s": tokens / elapsed, "prompt_reencoded": driver.stats.prompt_reencoded}
+
+
+def score_trajectories(tasks: list[BackendTask], trajs: list[Trajectory]) -> list[Trajectory]:
+    """Fill each trajectory's score fields from the sandboxed scorer."""
+    results = score_answers(tasks, [(t.task_index, t.answer) for t in trajs])
+    scored = []
+    for traj, res in zip(trajs, results):
+        assert res.index == traj.task_index, "scorer returned results out of order"
+        scored.append(traj.model_copy(update={"score": res.score, "passed": res.passed, "total": res.total,
+                                             "success": res.success, "error": res.error}))
+    return scored
+
+
+def write_outputs(out_dir: Path, trajs: list[Trajectory], metrics: dict) -> dict[str, Path]:
+    """trajectories.jsonl (atomically replaced, now scored), scores.jsonl, metrics.json."""
+    paths = {name: out_dir / name for name in ("trajectories.jsonl", "scores.jsonl", "metrics.json")}
+    tmp = paths["trajectories.jsonl"].with_suffix(".jsonl.tmp")
+    write_jsonl(tmp, trajs)
+    os.replace(tmp, paths["trajectories.jsonl"])
+    rows = [{"index": t.task_index, "task_id": t.task_id, "seed": t.run_seed, "score": t.score, "passed": t.passed,
+             "total": t.total, "success": t.success, "error": t.error} for t in trajs]
+    write_jsonl(paths["scores.jsonl"], rows)
+    paths["metrics.json"].write_text(json.dumps(metrics, indent=2) + "\n")
+    return paths
+
+
+def run(cfg: EvalConfig, episode: EpisodeSection, data: DataConfig, out_dir: Path) -> StageResult:
+    """Evaluate `cfg.model`; see the module docstring for the files written."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tasks, indices = select_tasks(data, cfg)
+    if not indices:
+        raise ValueError(f"split '{cfg.split.value}' of {data.backend_tasks} has no tasks")
+    traj_path = out_dir / "trajectories.jsonl"
+    speed = run_episodes(cfg, episode, tasks, indices, traj_path)
+    wanted = {(i, s) for i in indices for s in cfg.seeds}
+    trajs = [t for t in read_resumable(traj_path, Trajectory) if (t.task_index, t.run_seed) in wanted]
+    trajs = score_trajectories(tasks, trajs)
+    metrics = summarize(trajs, cfg.bootstrap_samples) | speed
+    metrics["per_seed"] = per_seed(trajs)
+    return StageResult(paths=write_outputs(out_dir, trajs, metrics), metrics=metrics)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Evaluate an agent on ColBench backend tasks.")
+    parser.add_argument("--config", required=True, help="JSON: {eval: {...}, episode: {...}, data: {...}}")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    raw = json.loads(args.config)
+    cfg = EvalConfig.model_validate(raw["eval"])
+    result = run(cfg, EpisodeSection.model_validate(raw["episode"]), DataConfig.model_validate(raw["data"]),
+                 cfg.out_dir)
+    print(json.dumps({k: v for k, v in result.metrics.items() if not isinstance(v, dict)}))
+
+
+if __name__ == "__main__":
+    main()
