@@ -28,7 +28,7 @@ from components.envs.protocol import cut_reply, simulator_messages
 DONT_KNOW = "I don't know."
 _STOP = frozenset(
     "a an the and or of to in on for is are be it this that what which how do does should can "
-    "i you we your my with as by if at from def return function value values python code please "
+    "i you we your my with as by if at from def return function python code please "
     "would could will there any other more".split()
 )
 

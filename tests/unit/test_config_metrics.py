@@ -1,0 +1,63 @@
+import numpy as np
+import pytest
+
+from components.config import ConfigError, EpisodeSection, EvalConfig, load_section
+from components.metrics import bootstrap_ci, per_seed, summarize
+from components.records import Trajectory
+
+
+def write_params(tmp_path, text):
+    path = tmp_path / "params.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_overrides_win_and_none_keeps_the_file_value(tmp_path):
+    path = write_params(tmp_path, "eval:\n  limit: 5\n  engine: hf\n")
+    cfg = load_section(EvalConfig, "eval", {"limit": 3, "engine": None}, path=path)
+    assert cfg.limit == 3 and cfg.engine == "hf"
+
+
+@pytest.mark.parametrize("text, field", [
+    ("eval:\n  limit: 0\n", "eval.limit"),
+    ("eval:\n  engine: tpu\n", "eval.engine"),
+    ("eval:\n  seeds: [1, 1]\n", "seeds must be distinct"),
+    ("eval:\n  simulator: retrieval\n  simulator_model: http://x\n", "simulator_model is only used"),
+    ("eval:\n  limt: 3\n", "eval.limt"),
+    ("episode:\n  max_tokens: 5000\n  max_model_len: 4096\n", "must be below max_model_len"),
+])
+def test_bad_params_are_rejected_with_the_field_named(tmp_path, text, field):
+    section = text.split(":")[0]
+    model = EvalConfig if section == "eval" else EpisodeSection
+    with pytest.raises(ConfigError, match=field):
+        load_section(model, section, path=write_params(tmp_path, text))
+
+
+def test_repo_params_file_is_valid():
+    assert load_section(EvalConfig, "eval").limit >= 1
+    load_section(EpisodeSection, "episode")
+
+
+def scored(task, seed, score):
+    return Trajectory(task_id=str(task), task_index=task, run_seed=seed, seed=0, messages=[], turns=[],
+                      answer="", answered=True, score=score, passed=int(score * 10), total=10,
+                      success=score == 1.0)
+
+
+def test_summary_pools_seeds_per_task():
+    trajs = [scored(0, 0, 1.0), scored(0, 1, 0.5), scored(1, 0, 0.0), scored(1, 1, 0.0)]
+    m = summarize(trajs, 500)
+    assert m["n"] == 2 and m["episodes"] == 4
+    assert m["success_rate"] == pytest.approx(0.25) and m["tests_passed"] == pytest.approx(0.375)
+    assert m["success_rate_ci_low"] <= m["success_rate"] <= m["success_rate_ci_high"]
+    assert per_seed(trajs) == {0: {"success_rate": 0.5, "tests_passed": 0.5},
+                               1: {"success_rate": 0.0, "tests_passed": 0.25}}
+
+
+def test_bootstrap_interval_covers_the_mean_and_shrinks_with_n():
+    rng = np.random.default_rng(0)
+    small = bootstrap_ci(rng.binomial(1, 0.3, 20), 2000)
+    large = bootstrap_ci(rng.binomial(1, 0.3, 2000), 2000)
+    assert small[0] < 0.3 < small[1] and large[0] < 0.3 < large[1]
+    assert large[1] - large[0] < small[1] - small[0]
+    assert bootstrap_ci([1.0], 100) == (1.0, 1.0)
