@@ -20,7 +20,7 @@ import os
 import time
 from pathlib import Path
 
-from components.config import DataConfig, EpisodeSection, EvalConfig
+from components.config import DataConfig, EpisodeSection, EvalConfig, load_section
 from components.data.split import select
 from components.data.tasks import BackendTask, load_backend_tasks
 from components.engines.factory import make_engine
@@ -107,12 +107,29 @@ def write_outputs(out_dir: Path, trajs: list[Trajectory], metrics: dict) -> dict
     return paths
 
 
+def episode_fingerprint(cfg: EvalConfig, episode: EpisodeSection, data: DataConfig) -> dict:
+    """What an episode's content depends on; episodes made under another fingerprint are not reused."""
+    keep = ("model", "engine", "simulator", "simulator_model", "simulator_engine")
+    return {"eval": {k: str(getattr(cfg, k)) for k in keep}, "episode": episode.model_dump(mode="json"),
+            "tasks": str(data.backend_tasks)}
+
+
+def reset_if_config_changed(out_dir: Path, fingerprint: dict) -> None:
+    """Start the episodes afresh when the folder holds episodes of another configuration."""
+    path, traj_path = out_dir / "episode_config.json", out_dir / "trajectories.jsonl"
+    if path.exists() and json.loads(path.read_text()) != fingerprint and traj_path.exists():
+        log.warning("%s holds episodes of another configuration; starting afresh", out_dir)
+        traj_path.unlink()
+    path.write_text(json.dumps(fingerprint, indent=2) + "\n")
+
+
 def run(cfg: EvalConfig, episode: EpisodeSection, data: DataConfig, out_dir: Path) -> StageResult:
     """Evaluate `cfg.model`; see the module docstring for the files written."""
     out_dir.mkdir(parents=True, exist_ok=True)
     tasks, indices = select_tasks(data, cfg)
     if not indices:
         raise ValueError(f"split '{cfg.split.value}' of {data.backend_tasks} has no tasks")
+    reset_if_config_changed(out_dir, episode_fingerprint(cfg, episode, data))
     traj_path = out_dir / "trajectories.jsonl"
     speed = run_episodes(cfg, episode, tasks, indices, traj_path)
     wanted = {(i, s) for i in indices for s in cfg.seeds}
@@ -125,13 +142,17 @@ def run(cfg: EvalConfig, episode: EpisodeSection, data: DataConfig, out_dir: Pat
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="Evaluate an agent on ColBench backend tasks.")
-    parser.add_argument("--config", required=True, help="JSON: {eval: {...}, episode: {...}, data: {...}}")
+    parser.add_argument("--config", help="JSON {eval: {...}, episode: {...}, data: {...}}; default: params.yaml")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    raw = json.loads(args.config)
-    cfg = EvalConfig.model_validate(raw["eval"])
-    result = run(cfg, EpisodeSection.model_validate(raw["episode"]), DataConfig.model_validate(raw["data"]),
-                 cfg.out_dir)
+    if args.config:
+        raw = json.loads(args.config)
+        cfg = EvalConfig.model_validate(raw["eval"])
+        episode, data = EpisodeSection.model_validate(raw["episode"]), DataConfig.model_validate(raw["data"])
+    else:
+        cfg = load_section(EvalConfig, "eval")
+        episode, data = load_section(EpisodeSection, "episode"), load_section(DataConfig, "data")
+    result = run(cfg, episode, data, cfg.out_dir)
     print(json.dumps({k: v for k, v in result.metrics.items() if not isinstance(v, dict)}))
 
 
