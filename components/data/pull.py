@@ -33,9 +33,16 @@ class DataError(RuntimeError):
 
 
 def dvc_pull(repo_root: Path = Path("."), targets: list[str] | None = None) -> None:
-    """Run `dvc pull` for the given targets (default: everything) and validate ColBench backend."""
+    """`dvc pull` the data pointers (default: every data/**/*.dvc) and validate ColBench backend.
+
+    Only the data pointers are pulled: stage outputs of dvc.yaml (models, runs) are made by
+    their stages, not fetched.
+    """
     env = dict(os.environ, DVC_NO_ANALYTICS="1")
-    cmd = [sys.executable, "-m", "dvc", "pull", *(targets or [])]
+    targets = targets or sorted(str(p.relative_to(repo_root)) for p in (repo_root / "data").rglob("*.dvc"))
+    if not targets:
+        raise DataError(f"no .dvc pointers under {repo_root / 'data'}")
+    cmd = [sys.executable, "-m", "dvc", "pull", *targets]
     proc = subprocess.run(cmd, cwd=repo_root, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         raise DataError(f"dvc pull failed (exit {proc.returncode}):\n{proc.stderr.strip() or proc.stdout.strip()}")
