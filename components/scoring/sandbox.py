@@ -72,10 +72,14 @@ class ServerDied(RuntimeError):
 
 
 class _Lines:
-    """Non-blocking line reader over a pipe fd."""
+    """Non-blocking line reader over a pipe fd (linear in the bytes read, newlines or not)."""
 
     def __init__(self, fd: int) -> None:
-        self.fd, self.buf, self.eof, self.nbytes = fd, b"", False, 0
+        self.fd, self.parts, self.eof, self.nbytes = fd, [], False, 0
+
+    @property
+    def buf(self) -> bytes:
+        return b"".join(self.parts)
 
     def pump(self) -> list[bytes]:
         try:
@@ -86,8 +90,11 @@ class _Lines:
             self.eof = True
             return []
         self.nbytes += len(chunk)
-        self.buf += chunk
-        *lines, self.buf = self.buf.split(b"\n")
+        if b"\n" not in chunk:
+            self.parts.append(chunk)
+            return []
+        *lines, rest = (self.buf + chunk).split(b"\n")
+        self.parts = [rest] if rest else []
         return lines
 
 
