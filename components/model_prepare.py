@@ -222,7 +222,11 @@ def resolve_model(path_or_id: str) -> str:
         if not (path / "config.json").is_file():
             raise FileNotFoundError(f"{path} has no config.json; not a Hugging Face model folder")
         return str(path.resolve())
-    looks_local = path_or_id.startswith((".", "/", "~")) or path_or_id.count("/") != 1
+    looks_local = (
+        path_or_id.startswith((".", "/", "~"))
+        or path_or_id.count("/") != 1
+        or Path(path_or_id.split("/")[0]).is_dir()  # e.g. "models/<missing>"
+    )
     if looks_local:
         raise FileNotFoundError(
             f"model folder {path_or_id!r} does not exist; for the default model run "
@@ -238,7 +242,8 @@ def resolve_model(path_or_id: str) -> str:
         os.environ["HF_HUB_OFFLINE"] = "1"
         raise FileNotFoundError(
             f"hub model {path_or_id!r} is not in the local cache and the Hugging Face hub is "
-            f"unreachable (offline); use a local folder such as {DEFAULT_OUT}"
+            f"unreachable (offline); if it was meant as a local folder, that folder does not "
+            f"exist; the offline default model is {DEFAULT_OUT} (`python -m components.model_prepare`)"
         )
     return snapshot_download(path_or_id)
 
