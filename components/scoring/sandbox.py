@@ -13,6 +13,7 @@ See jail.py for the confinement layers and `SandboxPool.capabilities` for which 
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import queue
@@ -29,16 +30,33 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 SERVER = Path(__file__).with_name("server.py")
-# Modules a candidate may import (a chrooted child can only use what the server pre-imported).
-PRELOAD = (
+# Modules a candidate may import (a chrooted child can only use what its server pre-imported).
+# Two kinds of fork-server: "lite" (standard library) and "heavy" (also numpy and bs4). Forking
+# and exiting a process that holds numpy costs about 1.2 ms more, and only programs whose text
+# names one of HEAVY_MARKERS are sent to a heavy server (an obfuscated import of numpy fails).
+LITE_PRELOAD = (
     "math cmath re json random datetime time _strptime calendar collections collections.abc "
     "itertools functools operator string statistics heapq bisect copy decimal fractions numbers "
     "hashlib hmac base64 binascii struct array enum dataclasses typing types textwrap unicodedata "
     "urllib.parse html html.parser xml.etree.ElementTree sqlite3 csv io uuid zlib difflib pprint "
-    "locale secrets socket subprocess encodings.idna encodings.utf_16 encodings.utf_32 encodings.latin_1 "
-    "encodings.ascii encodings.cp1252 encodings.unicode_escape encodings.raw_unicode_escape "
-    "numpy numpy.random numpy.linalg numpy.fft numpy.polynomial numpy.ma bs4"
+    "locale secrets socket subprocess encodings.idna encodings.utf_16 encodings.utf_32 "
+    "encodings.latin_1 encodings.ascii encodings.cp1252 encodings.unicode_escape "
+    "encodings.raw_unicode_escape"
 ).split()
+HEAVY_PRELOAD = LITE_PRELOAD + (
+    "numpy numpy.random numpy.linalg numpy.fft numpy.polynomial numpy.ma bs4").split()
+HEAVY_MARKERS = ("numpy", "bs4")
+
+
+def server_kind(code: str) -> str:
+    """Which fork-server kind a program needs: "heavy" if it names numpy or bs4, else "lite"."""
+    return "heavy" if any(marker in code for marker in HEAVY_MARKERS) else "lite"
+
+
+def missing_modules() -> list[str]:
+    """Top-level pre-import modules not installed here (a candidate cannot import them)."""
+    tops = sorted({name.split(".")[0] for name in HEAVY_PRELOAD})
+    return [name for name in tops if importlib.util.find_spec(name) is None]
 
 
 @dataclass(frozen=True)
@@ -109,7 +127,7 @@ def _parse(line: bytes):
 class ForkServer:
     """One fork-server process and its four pipes; one job at a time."""
 
-    def __init__(self, limits: Limits) -> None:
+    def __init__(self, limits: Limits, preload: list[str]) -> None:
         self.limits = limits
         self.jail_root = tempfile.mkdtemp(prefix="sweetflow-sandbox-")
         os.chmod(self.jail_root, 0o711)
@@ -117,8 +135,9 @@ class ForkServer:
         self.results_r, results_w = os.pipe()
         self.jobs_drain = os.open(f"/proc/self/fd/{jobs_r}", os.O_RDONLY | os.O_NONBLOCK)
         os.set_blocking(self.results_r, False)
+        os.set_blocking(self.jobs_w, False)
         cfg = {"jail_root": self.jail_root, "jobs_fd": jobs_r, "results_fd": results_w,
-               "tmpfs_mb": limits.tmpfs_mb, "preload": list(PRELOAD), "paths": _site_paths()}
+               "tmpfs_mb": limits.tmpfs_mb, "preload": list(preload), "paths": _site_paths()}
         self.proc = subprocess.Popen(
             [sys.executable, "-P", "-s", "-S", str(SERVER), json.dumps(cfg)],
             env={"PYTHONHASHSEED": "0"}, cwd="/",
@@ -127,7 +146,7 @@ class ForkServer:
         os.close(results_w)
         self.ctl = _Lines(self.proc.stdout.fileno())
         os.set_blocking(self.ctl.fd, False)
-        self.jobs, self._msgs = 0, []
+        self.jobs, self._msgs, self.unreaped = 0, [], None
         hello = self._control(time.monotonic() + 60)
         self.caps, self.missing = hello.get("caps", {}), hello.get("missing", [])
 
@@ -154,22 +173,34 @@ class ForkServer:
 
     def run(self, code: str, calls: list[str]) -> RunResult:
         """Run `code` and then each call in a fresh confined child; see module docstring."""
+        self._reap_previous()
         lim, nonce = self.limits, secrets.token_hex(8)
         body = json.dumps({"nonce": nonce, "code": code, "calls": list(calls),
                            "timeout": lim.timeout_s, "max_chars": lim.max_output_chars}).encode()
         self.jobs += 1
-        job = self.jobs
         cpu = int(lim.timeout_s * (len(calls) + 1)) + 2
         backstop = (lim.timeout_s + lim.grace_s) * (len(calls) + 2) + 10
         limits = {"cpu_s": cpu, "mem_mb": lim.mem_mb, "fsize_mb": lim.fsize_mb, "nofile": lim.nofile}
-        self._order({"id": job, "size": len(body), "limits": limits, "backstop": backstop})
-        started = self._control(time.monotonic() + 30)
-        if started.get("id") != job or "pid" not in started:
-            raise ServerDied(f"unexpected control message {started!r}")
+        self._order({"id": self.jobs, "size": len(body), "limits": limits, "backstop": backstop})
         result = RunResult(outputs=[None] * len(calls), errors=[None] * len(calls))
-        self._collect(job, nonce, body, result)
-        self._drain()
+        self._collect(self.jobs, nonce, body, result)
         return result
+
+    def _reap_previous(self) -> None:
+        """Before the next job: wait until the last child is reaped, then empty both pipes.
+
+        The scorer returns as soon as a child says "done"; the server reaps it meanwhile. Only
+        once it is dead can nothing it wrote late reach the next job, so that is waited for here.
+        """
+        if self.unreaped is not None:
+            deadline = time.monotonic() + 15
+            while self._take_exit(self.unreaped) is None:
+                if time.monotonic() > deadline:
+                    raise ServerDied("fork-server did not reap a finished child")
+                select.select([self.ctl.fd], [], [], 0.5)
+                self._pump_control()
+            self.unreaped = None
+        self._drain()
 
     def _write_body(self, body: memoryview) -> memoryview:
         try:
@@ -183,40 +214,50 @@ class ForkServer:
         """Feed the body, read the child's lines, stop it when done or over a limit."""
         lim, step = self.limits, self.limits.timeout_s + self.limits.grace_s
         out, pending = _Lines(self.results_r), memoryview(body)
-        os.set_blocking(self.jobs_w, False)
-        deadline, reason, kill_sent, exited = time.monotonic() + step + 5, None, False, None
-        while exited is None:
+        deadline, reason, kill_sent = time.monotonic() + step + 5, None, False
+        while True:
             if pending:
                 pending = self._write_body(pending)
             for line in out.pump():
                 if _apply(_parse(line), nonce, result):
                     deadline = time.monotonic() + step
+            if result.done and not kill_sent:
+                self.unreaped = job  # it exits by itself; the next run waits for the reaping
+                result.exit = "done"
+                return
             if not kill_sent:
                 if out.nbytes > lim.max_total_bytes:
                     reason = "output limit"
-                elif time.monotonic() > deadline and not result.done:
+                elif time.monotonic() > deadline:
                     reason = "wall-clock limit"
-                if result.done or reason:
+                if reason:
                     self._order({"kill": job})
                     kill_sent, deadline = True, time.monotonic() + 10
             elif time.monotonic() > deadline:
                 raise ServerDied("fork-server did not reap a stopped child")
-            exited = self._poll_exit(job, out, pending, deadline)
+            wait = max(0.0, min(deadline - time.monotonic(), 0.5))
+            select.select([self.ctl.fd, out.fd], [self.jobs_w] if pending else [], [], wait)
+            self._pump_control()
+            exited = self._take_exit(job)
+            if exited is not None:
+                break
         for line in out.pump() + [out.buf]:
             _apply(_parse(line), nonce, result)
         result.exit = reason or ("done" if result.done else exited)
 
-    def _poll_exit(self, job: int, out: _Lines, pending: memoryview, deadline: float):
-        wait = max(0.0, min(deadline - time.monotonic(), 0.5))
-        select.select([self.ctl.fd, out.fd], [self.jobs_w] if pending else [], [], wait)
+    def _pump_control(self) -> None:
         self._msgs.extend(m for m in map(_parse, self.ctl.pump()) if m is not None)
-        for msg in self._msgs:
-            if msg.get("id") == job and "exit" in msg:
-                self._msgs.remove(msg)
-                return str(msg["exit"])
         if self.ctl.eof:
             raise ServerDied("fork-server closed its control pipe")
-        return None
+
+    def _take_exit(self, job: int) -> str | None:
+        """The exit description of `job` if the server reported it; drops older messages."""
+        found = None
+        for msg in self._msgs:
+            if msg.get("id") == job and "exit" in msg:
+                found = str(msg["exit"])
+        self._msgs = [m for m in self._msgs if m.get("id", job + 1) > job]
+        return found
 
     def _drain(self) -> None:
         """Discard what a dead child left unread in the jobs pipe or unparsed in results."""
@@ -273,53 +314,65 @@ def _site_paths() -> list[str]:
 
 
 class SandboxPool:
-    """`workers` fork-servers shared by threads; use as a context manager."""
+    """Up to `workers` fork-servers of each kind, shared by threads; use as a context manager.
+
+    One lite server is started at once (to report the active isolation layers); the others,
+    and the heavy ones, start on first need.
+    """
 
     def __init__(self, workers: int | None = None, limits: Limits | None = None) -> None:
         self.workers = max(1, workers or os.cpu_count() or 1)
         self.limits = limits or Limits()
-        self._idle: queue.Queue[ForkServer] = queue.Queue()
+        self._preload = {"lite": LITE_PRELOAD, "heavy": HEAVY_PRELOAD}
+        self._idle = {kind: queue.Queue() for kind in self._preload}
+        self._count = {kind: 0 for kind in self._preload}
         self._all: list[ForkServer] = []
         self._lock = threading.Lock()
-        starters = [threading.Thread(target=self._start) for _ in range(self.workers)]
-        for t in starters:
-            t.start()
-        for t in starters:
-            t.join()
-        if not self._all:
-            raise RuntimeError("no sandbox fork-server could be started")
+        self.missing = missing_modules()
+        self._release("lite", self._start("lite"))
 
-    def _start(self) -> None:
-        server = ForkServer(self.limits)
+    def _start(self, kind: str) -> ForkServer:
+        with self._lock:
+            self._count[kind] += 1
+        try:
+            server = ForkServer(self.limits, self._preload[kind])
+        except BaseException:
+            with self._lock:
+                self._count[kind] -= 1
+            raise
+        server.kind = kind
         with self._lock:
             self._all.append(server)
-        self._idle.put(server)
+        return server
+
+    def _acquire(self, kind: str) -> ForkServer:
+        with self._lock:
+            grow = self._idle[kind].empty() and self._count[kind] < self.workers
+        return self._start(kind) if grow else self._idle[kind].get()
+
+    def _release(self, kind: str, server: ForkServer) -> None:
+        self._idle[kind].put(server)
 
     @property
     def capabilities(self) -> dict:
-        """Which isolation layers are active (from the first server and its last child)."""
+        """Which isolation layers the fork-servers could set up (see jail.isolate_server)."""
         return dict(self._all[0].caps) if self._all else {}
 
-    @property
-    def missing(self) -> list[str]:
-        """Pre-import modules that are not installed (a candidate cannot import them)."""
-        return list(self._all[0].missing) if self._all else []
-
     def run(self, code: str, calls: list[str]) -> RunResult:
-        """Run one program with its test calls in the next idle fork-server (thread-safe)."""
-        server = self._idle.get()
+        """Run one program with its test calls in an idle fork-server (thread-safe)."""
+        kind = server_kind(code)
+        server = self._acquire(kind)
         try:
-            return server.run(code, calls)
+            result = server.run(code, calls)
         except ServerDied as exc:
             with self._lock:
                 self._all.remove(server)
+                self._count[kind] -= 1
             server.close()
-            self._start()
             return RunResult([None] * len(calls), [f"sandbox failure: {exc}"] * len(calls),
                              exit=f"sandbox failure: {exc}")
-        finally:
-            if server in self._all:
-                self._idle.put(server)
+        self._release(kind, server)
+        return result
 
     def close(self) -> None:
         for server in self._all:

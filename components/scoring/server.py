@@ -22,6 +22,7 @@ encoded by wire.py inside the child. Lines: {"k": "exec", "err"}, {"k": "test", 
 {"k": "test", "i", "err"}, {"k": "done"}.
 """
 import builtins
+import gc
 import json
 import os
 import select
@@ -114,8 +115,10 @@ def _child(ctx: dict, header: dict, jail_dir: str) -> None:
     status, out_fd, nonce = 0, None, ""
     try:
         keep = (ctx["results_fd"], ctx["jobs_fd"])
-        caps, (out_fd, jobs_fd) = jail.confine_child(jail_dir, keep, ctx["devnull"], header["limits"])
+        limits = dict(header["limits"], as_base=ctx["as_base"])
+        caps, (out_fd, jobs_fd) = jail.confine_child(jail_dir, keep, ctx["devnull"], limits)
         signal.signal(signal.SIGALRM, _on_alarm)
+        gc.disable()  # a short-lived child: the rlimits bound what cycles could leak
         body = _read_body(jobs_fd, int(header["size"]))
         os.close(jobs_fd)
         nonce = body["nonce"]
@@ -179,7 +182,10 @@ def _supervise(ctl: _Control, job_id: int, pid: int, backstop: float) -> str:
                 break
             if pidfd in ready:
                 return _exit_description(os.waitpid(pid, 0)[1])
-            msg = ctl.line(0.5)
+            try:
+                msg = ctl.line(0.5)
+            except EOFError:  # the scorer is closing: stop the child, then exit
+                break
             if msg is not None and msg.get("kill") == job_id:
                 break
     finally:
@@ -228,6 +234,9 @@ def main() -> None:
            "jobs_fd": int(cfg["jobs_fd"]), "devnull": os.open(os.devnull, os.O_RDWR)}
     caps["root"] = os.geteuid() == 0
     caps["seccomp_arch"] = jail.seccomp_program(os.getpid()) is not None
+    ctx["as_base"] = jail.address_space_now() + 64 * 2**20  # + slack for what the child maps
+    gc.collect()
+    gc.freeze()  # children then leave the pre-imported objects' pages alone (fewer COW copies)
     _reply({"ready": True, "caps": caps, "missing": missing})
     ctl = _Control()
     counter = 0

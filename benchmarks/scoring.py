@@ -1,0 +1,126 @@
+"""Benchmark: sandboxed backend scoring vs the official-style unsafe in-process exec.
+
+Reads: data/colbench/backend_test.jsonl (the first --n tasks; their reference solutions are
+used as the answers, so every test does real work). Writes: benchmarks/results/scoring.json
+(and prints it).
+
+- unsafe: what the official scorer does, in this process on one core: exec the reference and
+  the candidate, eval each test call under a 1 s timer, compare with `==`. No isolation.
+- sandbox_cold: `score_answers` with an empty reference cache (references and candidates both
+  run in the sandbox), over --workers fork-servers, pool start-up included.
+- sandbox_warm: the same with the reference cache filled (what the pipeline does after the
+  first iteration): only candidates run.
+One "test" is one test call of one candidate, compared with the reference output.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import tempfile
+import time
+from pathlib import Path
+
+from components.data.tasks import BackendTask, load_backend_tasks
+from components.scoring.backend import calls_of, score_answers
+from components.scoring.sandbox import SandboxPool
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _alarm(signum, frame):
+    raise TimeoutError
+
+
+def _outputs_in_process(code: str, calls: list[str]) -> list:
+    namespace: dict = {}
+    outputs = []
+    try:
+        exec(code, namespace)
+    except Exception:  # noqa: BLE001 - the official scorer swallows everything
+        return [None] * len(calls)
+    for call in calls:
+        signal.setitimer(signal.ITIMER_REAL, 1.0)
+        try:
+            outputs.append(eval(call, namespace))
+        except BaseException:  # noqa: BLE001
+            outputs.append(None)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    return outputs
+
+
+def unsafe_in_process(tasks: list[BackendTask]) -> dict:
+    """Official-style scoring: in-process exec, per-test timer, == comparison."""
+    signal.signal(signal.SIGALRM, _alarm)
+    start, tests, passed = time.perf_counter(), 0, 0
+    for task in tasks:
+        calls = calls_of(task)
+        expected = _outputs_in_process(task.ground_truth, calls)
+        got = _outputs_in_process(task.ground_truth, calls)
+        for e, g in zip(expected, got):
+            try:
+                passed += int(e is not None and bool(g == e))
+            except Exception:  # noqa: BLE001 - e.g. numpy arrays
+                pass
+        tests += len(calls)
+    seconds = time.perf_counter() - start
+    return {"seconds": round(seconds, 3), "tests": tests, "passed": passed,
+            "tests_per_s": round(tests / seconds, 1), "cores": 1}
+
+
+def sandboxed(tasks: list[BackendTask], workers: int, cache_dir: Path) -> dict:
+    answers = [(i, t.ground_truth) for i, t in enumerate(tasks)]
+    start = time.perf_counter()
+    results = score_answers(tasks, answers, cache_dir=cache_dir, workers=workers)
+    seconds = time.perf_counter() - start
+    tests = sum(r.total for r in results)
+    return {"seconds": round(seconds, 3), "tests": tests, "passed": sum(r.passed for r in results),
+            "tests_per_s": round(tests / seconds, 1), "cores": workers,
+            "tests_per_s_per_core": round(tests / seconds / workers, 1)}
+
+
+def per_candidate_ms(tasks: list[BackendTask], workers: int) -> dict:
+    """Latency of one candidate (10 calls) on an idle pool, and the pool start-up time."""
+    start = time.perf_counter()
+    with SandboxPool(workers) as pool:
+        startup = time.perf_counter() - start
+        sample = tasks[:50]
+        start = time.perf_counter()
+        for task in sample:
+            pool.run(task.ground_truth, calls_of(task))
+        latency = (time.perf_counter() - start) / len(sample)
+        caps = pool.capabilities
+    return {"pool_startup_s": round(startup, 3), "per_candidate_ms": round(latency * 1000, 2),
+            "server_caps": caps}
+
+
+def main() -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=Path, default=REPO / "data/colbench/backend_test.jsonl")
+    parser.add_argument("--n", type=int, default=300)
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--out", type=Path, default=REPO / "benchmarks/results/scoring.json")
+    args = parser.parse_args()
+    tasks = load_backend_tasks(args.tasks)[: args.n]
+    unsafe = unsafe_in_process(tasks)
+    with tempfile.TemporaryDirectory() as cache:
+        cold = sandboxed(tasks, args.workers, Path(cache))
+        warm = sandboxed(tasks, args.workers, Path(cache))
+    report = {
+        "n_tasks": len(tasks), "workers": args.workers, "unsafe_in_process": unsafe,
+        "sandbox_cold": cold, "sandbox_warm": warm, "latency": per_candidate_ms(tasks, args.workers),
+        "ratio_cold": round(cold["tests_per_s"] / unsafe["tests_per_s"], 3),
+        "ratio_warm": round(warm["tests_per_s"] / unsafe["tests_per_s"], 3),
+        "ratio_cold_per_core": round(cold["tests_per_s_per_core"] / unsafe["tests_per_s"], 3),
+        "goal": "sandbox >= 1/3 of unsafe in-process tests/s",
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps(report, indent=2))
+    return report
+
+
+if __name__ == "__main__":
+    main()
