@@ -193,11 +193,15 @@ class ForkServer:
         once it is dead can nothing it wrote late reach the next job, so that is waited for here.
         """
         if self.unreaped is not None:
-            deadline = time.monotonic() + 15
+            start, kill_sent = time.monotonic(), False
             while self._take_exit(self.unreaped) is None:
-                if time.monotonic() > deadline:
+                waited = time.monotonic() - start
+                if not kill_sent and waited > self.limits.grace_s:  # e.g. a forged "done"
+                    self._order({"kill": self.unreaped})
+                    kill_sent = True
+                if waited > self.limits.grace_s + 10:
                     raise ServerDied("fork-server did not reap a finished child")
-                select.select([self.ctl.fd], [], [], 0.5)
+                select.select([self.ctl.fd], [], [], 0.1)
                 self._pump_control()
             self.unreaped = None
         self._drain()
@@ -359,20 +363,28 @@ class SandboxPool:
         return dict(self._all[0].caps) if self._all else {}
 
     def run(self, code: str, calls: list[str]) -> RunResult:
-        """Run one program with its test calls in an idle fork-server (thread-safe)."""
+        """Run one program with its test calls in an idle fork-server (thread-safe).
+
+        A server that dies (or wedges) is replaced and the program is tried once more on a
+        fresh one, so a failure left behind by an earlier program does not count against it.
+        """
         kind = server_kind(code)
-        server = self._acquire(kind)
-        try:
-            result = server.run(code, calls)
-        except ServerDied as exc:
-            with self._lock:
-                self._all.remove(server)
-                self._count[kind] -= 1
-            server.close()
-            return RunResult([None] * len(calls), [f"sandbox failure: {exc}"] * len(calls),
-                             exit=f"sandbox failure: {exc}")
-        self._release(kind, server)
-        return result
+        for attempt in (1, 2):
+            server = self._acquire(kind)
+            try:
+                result = server.run(code, calls)
+            except ServerDied as exc:
+                with self._lock:
+                    self._all.remove(server)
+                    self._count[kind] -= 1
+                server.close()
+                if attempt == 2:
+                    return RunResult([None] * len(calls), [f"sandbox failure: {exc}"] * len(calls),
+                                     exit=f"sandbox failure: {exc}")
+                continue
+            self._release(kind, server)
+            return result
+        raise AssertionError("unreachable")
 
     def close(self) -> None:
         for server in self._all:

@@ -4,7 +4,8 @@ Started by `components.scoring.sandbox.ForkServer` as `python -P -s -S server.py
 (no site-packages, no user site, no script dir on sys.path) with `cwd=/` and an environment
 holding only PYTHONHASHSEED=0 (so every server, hence reference and candidate, iterates sets of
 strings in the same order, as the official single-process scorer does), which it clears once
-started; standard library only (it imports `jail` and `wire` beside it as top-level modules). It reads and writes no files except the per-candidate jail directories.
+started; standard library only (it imports `jail` and `wire` beside it as top-level modules).
+It reads and writes no files except the per-candidate jail directories.
 
 Channels (all pipes, created by the scorer):
 - stdin (control in): one JSON header per job `{"id", "size", "limits"}`, or `{"kill": id}`.

@@ -195,6 +195,27 @@ def test_environment_is_empty(pool):
         assert run.outputs[1] is None
 
 
+def test_forged_done_then_spin_does_not_hurt_the_next_candidate(pool):
+    code = ("import os, sys\nframe = sys._getframe()\nwhile 'nonce' not in frame.f_locals:\n"
+            "    frame = frame.f_back\n"
+            "os.write(3, ('{\"k\":\"done\",\"n\":\"%s\"}\\n' % frame.f_locals['nonce']).encode())\n"
+            "while True:\n    pass\n")
+    pids = _server_pids(pool)
+    run = pool.run(code, ["1"])
+    assert run.outputs == [None]
+    start = time.monotonic()
+    _assert_healthy(pool, pids)  # the spinning child is stopped, the same server goes on
+    assert time.monotonic() - start < 5
+
+
+def test_a_dead_server_is_replaced(pool):
+    victim = pool._all[0]
+    victim.proc.kill()
+    victim.proc.wait()
+    run = pool.run(GOOD, GOOD_CALLS)
+    assert run.outputs[0] == 3 and victim not in pool._all
+
+
 def test_always_equal_object_cannot_pass(tmp_path):
     task = BackendTask(problem_description="add", ground_truth=GOOD, hidden_information=GOOD,
                        test_cases={"test1": "add(1, 2)", "test2": "add(2, 2)"})
