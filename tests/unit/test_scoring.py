@@ -170,3 +170,12 @@ def test_module_cli(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout.strip().splitlines()[-1])["n"] == 5
     assert len(out.read_text().splitlines()) == 5
+
+
+def test_numpy_programs_run_on_a_heavy_server(tmp_path):
+    pytest.importorskip("numpy")
+    ref = "import numpy as np\ndef f(x):\n    return np.float64(x) / 2\ndef g(n):\n    return np.arange(n)\n"
+    task = _task(ref, calls=("f(3)", "g(3)"))
+    answers = [(0, ref), (0, "def f(x):\n    return x / 2\ndef g(n):\n    return list(range(n))\n")]
+    results = score_answers([task], answers, cache_dir=tmp_path)
+    assert [r.passed for r in results] == [2, 1]  # a plain float equals np.float64; a list is no array
