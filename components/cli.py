@@ -123,7 +123,7 @@ def score(
         if not path.exists():
             _fail(f"{path} not found")
     try:
-        summary = score_files(tasks, answers, out)
+        summary = score_files(tasks, answers, out, print_summary=False)
     except RecordError as exc:
         _fail(str(exc))
     typer.echo(json.dumps(summary))

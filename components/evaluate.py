@@ -23,7 +23,8 @@ from pathlib import Path
 from components.config import DataConfig, EpisodeSection, EvalConfig, load_section
 from components.data.split import select
 from components.data.tasks import BackendTask, load_backend_tasks
-from components.engines.factory import make_engine
+from components.engines.base import Engine
+from components.engines.factory import EngineKind, make_engine, resolve_kind
 from components.envs.simulators import SimulatorKind, make_simulator
 from components.metrics import per_seed, summarize
 from components.records import Trajectory, read_resumable, write_jsonl
@@ -51,14 +52,19 @@ def pending_jobs(tasks: list[BackendTask], indices: list[int], seeds: list[int],
     ]
 
 
+def engine_for(kind: str, model: str, seed: int, max_model_len: int) -> Engine:
+    """Build an engine; vLLM also gets the episode's context budget."""
+    options = {"max_model_len": max_model_len} if resolve_kind(kind) == EngineKind.VLLM else {}
+    return make_engine(kind, model, seed=seed, **options)
+
+
 def build_driver(cfg: EvalConfig, episode: EpisodeSection) -> EpisodeDriver:
     """The agent engine (built once), the simulator (sharing the agent engine unless told not to)."""
-    agent = make_engine(cfg.engine, cfg.model, seed=cfg.seeds[0], max_model_len=episode.max_model_len)
+    agent = engine_for(cfg.engine, cfg.model, cfg.seeds[0], episode.max_model_len)
     sim_engine = None
     if cfg.simulator == SimulatorKind.llm:
-        sim_engine = agent if cfg.simulator_model is None else make_engine(
-            cfg.simulator_engine or cfg.engine, cfg.simulator_model, seed=cfg.seeds[0],
-            max_model_len=episode.max_model_len)
+        sim_engine = agent if cfg.simulator_model is None else engine_for(
+            cfg.simulator_engine or cfg.engine, cfg.simulator_model, cfg.seeds[0], episode.max_model_len)
     simulator = make_simulator(cfg.simulator, sim_engine, episode.sim_max_tokens, episode.sim_max_chars)
     ep_cfg = EpisodeConfig(max_turns=episode.max_turns, temperature=episode.temperature,
                            max_tokens=episode.max_tokens, max_model_len=episode.max_model_len)
