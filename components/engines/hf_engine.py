@@ -105,6 +105,7 @@ class HFEngine:
         self.max_batch_size = max_batch_size
         self.seed = seed  # unused: every request carries its own seed
         self.eos_ids = eos_token_ids(self.tokenizer, self.model.generation_config)
+        self.max_len = int(getattr(self.model.config, "max_position_embeddings", None) or 1 << 30)
         pad = self.tokenizer.pad_token_id
         self.pad_id = int(pad if pad is not None else min(self.eos_ids))
 
@@ -134,6 +135,8 @@ class HFEngine:
     ) -> list[Generation]:
         if any(len(p) == 0 for p in prompts):
             raise ValueError("empty prompt")
+        if max(len(p) for p in prompts) >= self.max_len:
+            raise ValueError(f"a prompt has >= {self.max_len} tokens (the model's context length)")
         batch = len(prompts)
         width = max(len(p) for p in prompts)
         input_ids = torch.full((batch, width), self.pad_id, dtype=torch.long)
@@ -148,7 +151,7 @@ class HFEngine:
         logprobs: list[list[float]] = [[] for _ in range(batch)]
         done = [False] * batch
         cache = None
-        for _ in range(sampling.max_tokens):
+        for _ in range(min(sampling.max_tokens, self.max_len - width)):  # stop at the context end
             out = self.model(
                 input_ids=input_ids, attention_mask=mask, position_ids=positions,
                 past_key_values=cache, use_cache=True, logits_to_keep=1,

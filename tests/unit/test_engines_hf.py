@@ -95,10 +95,14 @@ def test_chat_renders_chatml(tiny):
     conv = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
     ids = render_chat(tiny.tokenizer, conv)
     text = tiny.tokenizer.decode(ids)
-    assert text == "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
-    outs = tiny.chat([conv, conv], SamplingConfig(temperature=1.0, max_tokens=4), [0, 0])
+    assert text == (
+        "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+        "<|im_start|>assistant\n"
+    )
+    sampling = SamplingConfig(temperature=1.0, max_tokens=4)
+    outs = tiny.chat([conv, conv], sampling, [0, 0])
     assert outs[0].token_ids == outs[1].token_ids
-    assert tiny.generate([ids], SamplingConfig(temperature=1.0, max_tokens=4), [0])[0].token_ids == outs[0].token_ids
+    assert tiny.generate([ids], sampling, [0])[0].token_ids == outs[0].token_ids
 
 
 def test_factory_builds_hf_and_rejects_unknown(tiny_model_dir):
