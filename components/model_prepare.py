@@ -132,13 +132,7 @@ def _convert(gguf: Path, dest: Path) -> None:
 
     # A GGUF-loaded model is flagged as quantized: clear it so save_pretrained works and
     # config.json carries no `quantization_config` (vLLM would try to apply it).
-    model.hf_quantizer = None
-    for attr in ("is_quantized", "quantization_method"):
-        if hasattr(model, attr):
-            try:
-                setattr(model, attr, None if attr == "quantization_method" else False)
-            except AttributeError:  # read-only property derived from hf_quantizer
-                pass
+    model.hf_quantizer = None  # `model.is_quantized` is derived from it
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     model.config.eos_token_id = eos_id

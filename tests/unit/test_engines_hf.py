@@ -70,15 +70,18 @@ def test_greedy_is_deterministic_and_seed_free(tiny):
     assert [g.token_ids for g in a] == [g.token_ids for g in b]
 
 
-def test_logprobs_match_a_forward_pass(tiny):
-    """Returned log-probs are raw temperature-1 log-softmax values of the sampled ids."""
-    prompt = _prompts(tiny)[1]
-    out = tiny.generate([prompt], SamplingConfig(temperature=0.7, max_tokens=6), [3])[0]
-    ids = torch.tensor([prompt + out.token_ids])
-    with torch.no_grad():
-        logits = tiny.model(ids).logits[0, len(prompt) - 1 : -1].float()
-    expected = torch.log_softmax(logits, -1).gather(1, torch.tensor(out.token_ids)[:, None])[:, 0]
-    assert torch.allclose(expected, torch.tensor(out.logprobs), atol=1e-4)
+def test_logprobs_match_an_unpadded_forward_pass(tiny):
+    """Log-probs from a left-padded batch are the raw temperature-1 log-softmax of the sampled
+    ids, as an unpadded forward pass of prompt + sample computes them."""
+    prompts = _prompts(tiny)
+    outs = tiny.generate(prompts, SamplingConfig(temperature=0.7, top_p=0.9, max_tokens=6), [3] * 4)
+    for prompt, out in zip(prompts, outs):
+        ids = torch.tensor([prompt + out.token_ids])
+        with torch.no_grad():
+            logits = tiny.model(ids).logits[0, len(prompt) - 1 : -1].float()
+        sampled = torch.tensor(out.token_ids)[:, None]
+        expected = torch.log_softmax(logits, -1).gather(1, sampled)[:, 0]
+        assert torch.allclose(expected, torch.tensor(out.logprobs), atol=1e-4)
 
 
 def test_top_p_keeps_only_the_nucleus():
