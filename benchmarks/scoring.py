@@ -53,7 +53,21 @@ def _outputs_in_process(code: str, calls: list[str]) -> list:
 
 
 def unsafe_in_process(tasks: list[BackendTask]) -> dict:
-    """Official-style scoring: in-process exec, per-test timer, == comparison."""
+    """Official-style scoring: in-process exec, per-test timer, == comparison.
+
+    Runs in a throw-away working directory: some references create files (sqlite databases)
+    in the current directory, which is exactly why the pipeline never does this.
+    """
+    here = os.getcwd()
+    with tempfile.TemporaryDirectory() as scratch:
+        os.chdir(scratch)
+        try:
+            return _unsafe_in_process(tasks)
+        finally:
+            os.chdir(here)
+
+
+def _unsafe_in_process(tasks: list[BackendTask]) -> dict:
     signal.signal(signal.SIGALRM, _alarm)
     start, tests, passed = time.perf_counter(), 0, 0
     for task in tasks:
