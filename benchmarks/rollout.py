@@ -57,6 +57,7 @@ def replay_raw(engine, trajs, cfg: EpisodeConfig) -> dict:
     from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
 
+    engine.llm.reset_prefix_cache()  # start cold, as the driver did: no hits from the driver's run
     seconds, tokens = 0.0, 0
     for turn in range(cfg.max_turns):
         batch = [(tr, tr.turns[turn]) for tr in trajs if len(tr.turns) > turn]

@@ -1,22 +1,16 @@
 """Fixtures for unit tests: the default model's tokenizer and a scripted fake engine."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from components.engines.base import Generation
 
-DEFAULT_MODEL = Path("models/smollm2-135m-instruct")
-
 
 @pytest.fixture(scope="session")
-def tokenizer():
+def tokenizer(prepared_model_dir):
     from transformers import AutoTokenizer
 
-    from components import model_prepare
-
-    return AutoTokenizer.from_pretrained(model_prepare.run(DEFAULT_MODEL))
+    return AutoTokenizer.from_pretrained(prepared_model_dir)
 
 
 class ScriptedEngine:
