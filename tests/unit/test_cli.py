@@ -47,3 +47,24 @@ def test_from_hub_fails_fast_offline(monkeypatch):
     result = runner.invoke(app, ["data", "pull", "--from-hub"])
     assert result.exit_code == 2 and "not reachable" in result.output
     assert time.perf_counter() - start < 10
+
+
+def test_score_command_contract(tmp_path):
+    import json
+
+    from tests.factories import make_task
+
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(make_task(n).model_dump_json() + "\n" for n in ("add", "sub")))
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text(json.dumps({"index": 0, "answer": "def add(a, b):\n    return a + b"}) + "\n"
+                       + json.dumps({"index": 1, "answer": "def sub(a, b):\n    return 0"}) + "\n"
+                       + '{"index": 7}\n')
+    out = tmp_path / "scores.jsonl"
+    result = runner.invoke(app, ["score", "--tasks", str(tasks), "--answers", str(answers), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["index"], r["score"], r["success"]) for r in rows[:2]] == [(0, 1.0, True), (1, 0.0, False)]
+    assert rows[2]["error"] and rows[2]["score"] == 0
+    assert summary == {"n": 3, "tests_passed": pytest.approx(1 / 3), "success_rate": pytest.approx(1 / 3)}
