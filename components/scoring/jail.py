@@ -93,6 +93,34 @@ def isolate_server(jail_root: str, tmpfs_mb: int) -> dict[str, bool]:
     return caps
 
 
+def fork_function():
+    """The cheapest safe way for this process to fork: glibc's fork() when single-threaded.
+
+    `os.fork()` runs Python's at-fork hooks in every child (threading's `_after_fork`, random's
+    reseed, ...): about 0.7 ms of CPU and 170 copy-on-write page faults per child in a lite
+    fork-server. Those hooks only repair state that other threads could have left behind, so a
+    process with one thread (checked here, once its imports are done) may call glibc's fork()
+    directly (which still runs the C libraries' pthread_atfork handlers). The child re-seeds
+    `random` itself. Falls back to `os.fork` if another thread exists.
+    """
+    try:
+        single = len(os.listdir("/proc/self/task")) == 1
+    except OSError:
+        single = False
+    if not single:
+        return os.fork
+    raw = _libc.fork
+    raw.restype, raw.argtypes = ctypes.c_int, []
+
+    def fork() -> int:
+        pid = raw()
+        if pid < 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"fork: {os.strerror(err)}")
+        return pid
+    return fork
+
+
 # --- seccomp (classic BPF over struct seccomp_data) -------------------------------------------
 _LD_W_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
 _ALLOW, _KILL_PROCESS, _ERRNO = 0x7FFF0000, 0x80000000, 0x00050000

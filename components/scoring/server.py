@@ -204,7 +204,7 @@ def _run_job(ctx: dict, ctl: _Control, header: dict, counter: int) -> None:
     os.mkdir(jail_dir, 0o700)
     if os.geteuid() == 0:
         os.chown(jail_dir, jail.NOBODY, jail.NOBODY)
-    pid = os.fork()
+    pid = ctx["fork"]()
     if pid == 0:
         _child(ctx, header, jail_dir)
     _reply({"id": header["id"], "pid": pid})
@@ -236,6 +236,7 @@ def main() -> None:
     caps["root"] = os.geteuid() == 0
     caps["seccomp_arch"] = jail.seccomp_program(os.getpid()) is not None
     ctx["as_base"] = jail.address_space_now() + 64 * 2**20  # + slack for what the child maps
+    ctx["fork"] = jail.fork_function()
     gc.collect()
     gc.freeze()  # children then leave the pre-imported objects' pages alone (fewer COW copies)
     _reply({"ready": True, "caps": caps, "missing": missing})
