@@ -85,7 +85,7 @@ def evaluate(
 ) -> None:
     """Evaluate a model on ColBench backend tasks (a Prefect flow; logged to MLflow)."""
     from components.config import ConfigError
-    from flows.eval_flow import EvalParams, eval_flow, resolve
+    from flows.eval_flow import EvalParams, eval_flow, resolve, summary_table
 
     _setup()
     params = EvalParams(model=model, limit=limit, simulator=simulator, engine=engine, seeds=_seeds(seed, seeds),
@@ -97,7 +97,8 @@ def evaluate(
     except (ConfigError, FileNotFoundError) as exc:
         _fail(str(exc))
     metrics = eval_flow(params)
-    typer.echo(json.dumps({k: v for k, v in metrics.items() if not isinstance(v, dict)}))
+    typer.echo(f"\nevaluation of {cfg.model} ({cfg.simulator.value} simulator), outputs in {cfg.out_dir}, "
+               f"MLflow run {metrics['mlflow_run_id']}:\n{summary_table(metrics)}")
 
 
 def _check_inputs(model: str, tasks: Path) -> None:

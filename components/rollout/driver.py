@@ -119,6 +119,7 @@ class EpisodeDriver:
         for turn in range(self.cfg.max_turns):
             if not live:
                 break
+            bar.set_postfix(turn=turn + 1, live=len(live))
             live = self._turn(turn, live, finish)
         bar.close()
         return [done[slot] for slot in range(len(jobs))]
