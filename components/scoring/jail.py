@@ -180,18 +180,19 @@ _PROG = None if _TEMPLATE is None else _SockFprog(len(_TEMPLATE) // 8,
                                                     ctypes.cast(_BUFFER, ctypes.c_void_p))
 
 
+# Resolved once in the fork-server: a lookup in each child costs a dlsym and dirties pages.
+_PRCTL = _libc.prctl
+_PROG_REF = None if _PROG is None else ctypes.byref(_PROG)
+
+
 def install_seccomp(pid: int) -> bool:
     """Set no_new_privs and load the filter; False when the kernel or arch does not allow it."""
     if _PROG is None:
         return False
     for offset in _SLOTS:  # the buffer is this (forked) process's own copy
         struct.pack_into("=I", _BUFFER, offset + 4, pid & 0xFFFFFFFF)
-    try:
-        _call("prctl", 38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
-        _call("prctl", 22, 2, ctypes.byref(_PROG), 0, 0)  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
-    except OSError:
-        return False
-    return True
+    # PR_SET_NO_NEW_PRIVS, then PR_SET_SECCOMP with SECCOMP_MODE_FILTER
+    return _PRCTL(38, 1, 0, 0, 0) == 0 and _PRCTL(22, 2, _PROG_REF, 0, 0) == 0
 
 
 # --- per-child confinement -------------------------------------------------------------------

@@ -290,10 +290,10 @@ def _apply(msg, nonce: str, result: RunResult) -> bool:
     if msg is None or msg.get("n") != nonce:
         return False
     kind = msg.get("k")
-    if kind == "caps":
-        result.caps = {k: v for k, v in msg.items() if k not in ("k", "n")}
-    elif kind == "exec":
+    if kind == "exec":
         result.exec_error = str(msg["err"])[:500] if msg.get("err") else None
+        caps = msg.get("caps")
+        result.caps = dict(caps) if isinstance(caps, dict) else {}
     elif kind == "test":
         i = msg.get("i")
         if type(i) is not int or not 0 <= i < len(result.outputs):

@@ -9,18 +9,18 @@ It reads and writes no files except the per-candidate jail directories.
 
 Channels (all pipes, created by the scorer):
 - stdin (control in): one JSON header per job `{"id", "size", "limits"}`, or `{"kill": id}`.
-- stdout (control out): `{"ready", "caps", "missing"}` once, then per job `{"id", "pid"}` when the
-  child is forked and `{"id", "exit": description}` when it has been reaped.
+- stdout (control out): `{"ready", "caps", "missing"}` once, then per job
+  `{"id", "exit": description}` when the child has been reaped.
 - `jobs_fd` (read by the child only): the job body `{"nonce", "code", "calls", "timeout",
-  "max_chars"}`, `size` bytes written by the scorer after it learns the child's pid.
+  "max_chars"}`, `size` bytes written by the scorer right after the header.
 - `results_fd` (written by the child only): JSON lines tagged with the nonce, read by the scorer.
 The server itself never holds candidate code, reference code or outputs, so a child that reads
 its own (copy-on-write) memory finds nothing of other jobs there (ENVIRONMENT.md pitfall).
 
 The child: confinement (jail.py), then exec of the code and each test call under a 1 s
 ITIMER_REAL timer (re-firing every 50 ms if the code swallows the exception), each output
-encoded by wire.py inside the child. Lines: {"k": "exec", "err"}, {"k": "test", "i", "out"} or
-{"k": "test", "i", "err"}, {"k": "done"}.
+encoded by wire.py inside the child. Lines: {"k": "exec", "err", "caps"}, {"k": "test", "i", "out"}
+or {"k": "test", "i", "err"}, {"k": "done"}.
 """
 import builtins
 import gc
@@ -80,12 +80,12 @@ def _read_body(fd: int, size: int) -> dict:
     return json.loads(bytes(data))
 
 
-def _run_tests(body: dict, out_fd: int) -> None:
+def _run_tests(body: dict, out_fd: int, caps: dict) -> None:
     nonce, timeout, max_chars = body["nonce"], float(body["timeout"]), int(body["max_chars"])
     namespace = {"__name__": "__sandbox__", "__builtins__": builtins}
     code = body["code"]
     _, err = _timed(lambda: exec(compile(code, "<candidate>", "exec"), namespace), timeout)
-    _send(out_fd, nonce, {"k": "exec", "err": err})
+    _send(out_fd, nonce, {"k": "exec", "err": err, "caps": caps})
     if err is None:
         for i, call in enumerate(body["calls"]):
             def one(call=call):
@@ -124,8 +124,7 @@ def _child(ctx: dict, header: dict, jail_dir: str) -> None:
         os.close(jobs_fd)
         nonce = body["nonce"]
         _seed()
-        _send(out_fd, nonce, {"k": "caps", **caps})
-        _run_tests(body, out_fd)
+        _run_tests(body, out_fd, caps)
     except BaseException as exc:  # noqa: BLE001 - whatever happens, the child must not return
         status = 70
         try:
@@ -207,9 +206,11 @@ def _run_job(ctx: dict, ctl: _Control, header: dict, counter: int) -> None:
     pid = ctx["fork"]()
     if pid == 0:
         _child(ctx, header, jail_dir)
-    _reply({"id": header["id"], "pid": pid})
     description = _supervise(ctl, header["id"], pid, float(header.get("backstop", 60)))
-    shutil.rmtree(jail_dir, ignore_errors=True)
+    try:
+        os.rmdir(jail_dir)  # the common case: the program left no files
+    except OSError:
+        shutil.rmtree(jail_dir, ignore_errors=True)
     _reply({"id": header["id"], "exit": description})
 
 
