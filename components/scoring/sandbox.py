@@ -13,6 +13,7 @@ See jail.py for the confinement layers and `SandboxPool.capabilities` for which 
 """
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import json
 import os
@@ -135,6 +136,10 @@ class ForkServer:
         self.results_r, results_w = os.pipe()
         self.jobs_drain = os.open(f"/proc/self/fd/{jobs_r}", os.O_RDONLY | os.O_NONBLOCK)
         os.set_blocking(self.results_r, False)
+        try:  # room for a whole program's output: the scorer reads it once the child is gone
+            fcntl.fcntl(self.results_r, fcntl.F_SETPIPE_SZ, 1 << 20)
+        except OSError:
+            pass
         os.set_blocking(self.jobs_w, False)
         cfg = {"jail_root": self.jail_root, "jobs_fd": jobs_r, "results_fd": results_w,
                "tmpfs_mb": limits.tmpfs_mb, "preload": list(preload), "paths": _site_paths()}
@@ -146,7 +151,7 @@ class ForkServer:
         os.close(results_w)
         self.ctl = _Lines(self.proc.stdout.fileno())
         os.set_blocking(self.ctl.fd, False)
-        self.jobs, self._msgs, self.unreaped = 0, [], None
+        self.jobs, self._msgs = 0, []
         hello = self._control(time.monotonic() + 60)
         self.caps, self.missing = hello.get("caps", {}), hello.get("missing", [])
 
@@ -173,7 +178,7 @@ class ForkServer:
 
     def run(self, code: str, calls: list[str]) -> RunResult:
         """Run `code` and then each call in a fresh confined child; see module docstring."""
-        self._reap_previous()
+        self._drain()
         lim, nonce = self.limits, secrets.token_hex(8)
         body = json.dumps({"nonce": nonce, "code": code, "calls": list(calls),
                            "timeout": lim.timeout_s, "max_chars": lim.max_output_chars}).encode()
@@ -186,26 +191,6 @@ class ForkServer:
         self._collect(self.jobs, nonce, body, result)
         return result
 
-    def _reap_previous(self) -> None:
-        """Before the next job: wait until the last child is reaped, then empty both pipes.
-
-        The scorer returns as soon as a child says "done"; the server reaps it meanwhile. Only
-        once it is dead can nothing it wrote late reach the next job, so that is waited for here.
-        """
-        if self.unreaped is not None:
-            start, kill_sent = time.monotonic(), False
-            while self._take_exit(self.unreaped) is None:
-                waited = time.monotonic() - start
-                if not kill_sent and waited > self.limits.grace_s:  # e.g. a forged "done"
-                    self._order({"kill": self.unreaped})
-                    kill_sent = True
-                if waited > self.limits.grace_s + 10:
-                    raise ServerDied("fork-server did not reap a finished child")
-                select.select([self.ctl.fd], [], [], 0.1)
-                self._pump_control()
-            self.unreaped = None
-        self._drain()
-
     def _write_body(self, body: memoryview) -> memoryview:
         try:
             return body[os.write(self.jobs_w, body):]
@@ -215,32 +200,37 @@ class ForkServer:
             return body[:0]
 
     def _collect(self, job: int, nonce: str, body: bytes, result: RunResult) -> None:
-        """Feed the body, read the child's lines, stop it when done or over a limit."""
+        """Feed the body and wait until the server has reaped the child, stopping it when it
+        makes no progress for a call's time (timeout + grace) or writes too much.
+
+        The child's lines wait in the (1 MiB) results pipe, which keeps them even if the child
+        is killed, so the scorer wakes up once per program (the server's exit message), not
+        once per line; it also reads the pipe on each wake-up (at least every 0.5 s) to see
+        progress, and watches it continuously while it is filling up fast.
+        """
         lim, step = self.limits, self.limits.timeout_s + self.limits.grace_s
         out, pending = _Lines(self.results_r), memoryview(body)
-        deadline, reason, kill_sent = time.monotonic() + step + 5, None, False
+        deadline, reason, eager = time.monotonic() + step + 5, None, False
         while True:
             if pending:
                 pending = self._write_body(pending)
-            for line in out.pump():
-                if _apply(_parse(line), nonce, result):
-                    deadline = time.monotonic() + step
-            if result.done and not kill_sent:
-                self.unreaped = job  # it exits by itself; the next run waits for the reaping
-                result.exit = "done"
-                return
-            if not kill_sent:
+            before = out.nbytes
+            if any([_apply(_parse(line), nonce, result) for line in out.pump()]):
+                deadline = time.monotonic() + step
+            eager = out.nbytes - before >= 1 << 16
+            if reason is None:
                 if out.nbytes > lim.max_total_bytes:
                     reason = "output limit"
                 elif time.monotonic() > deadline:
                     reason = "wall-clock limit"
                 if reason:
                     self._order({"kill": job})
-                    kill_sent, deadline = True, time.monotonic() + 10
+                    deadline = time.monotonic() + 10
             elif time.monotonic() > deadline:
                 raise ServerDied("fork-server did not reap a stopped child")
             wait = max(0.0, min(deadline - time.monotonic(), 0.5))
-            select.select([self.ctl.fd, out.fd], [self.jobs_w] if pending else [], [], wait)
+            reads = [self.ctl.fd, out.fd] if eager else [self.ctl.fd]
+            select.select(reads, [self.jobs_w] if pending else [], [], wait)
             self._pump_control()
             exited = self._take_exit(job)
             if exited is not None:
