@@ -13,6 +13,8 @@ seeds; see the engine's docstring).
 from __future__ import annotations
 
 import hashlib
+import logging
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -24,6 +26,8 @@ from components.envs.protocol import agent_messages, parse_action
 from components.envs.simulators import SimRequest, Simulator
 from components.records import Trajectory, Turn
 from components.rollout.tokens import DialogueTokens
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -131,8 +135,12 @@ class EpisodeDriver:
     def _turn(self, turn: int, live: list[tuple[int, _Episode]], finish) -> list[tuple[int, _Episode]]:
         sampling = SamplingConfig(temperature=self.cfg.temperature, max_tokens=self.cfg.max_tokens)
         seeds = [derive_seed(ep.job.seed, "turn", turn) for _, ep in live]
+        start = time.perf_counter()
         gens = self.agent.generate([ep.prompt_ids for _, ep in live], sampling, seeds)
         self.stats.agent_calls += 1
+        tokens = sum(len(g.token_ids) for g in gens)
+        log.info("turn %d: %d live episodes, %d agent tokens in %.1f s (%.0f tok/s)", turn + 1, len(live),
+                 tokens, time.perf_counter() - start, tokens / max(time.perf_counter() - start, 1e-9))
         asking: list[tuple[int, _Episode]] = []
         for (slot, ep), gen in zip(live, gens):
             ep.record(gen)
