@@ -36,17 +36,18 @@ def _fail(message: str) -> None:
 def data_pull(from_hub: bool = typer.Option(False, "--from-hub", help="fetch the official ColBench files "
                                             "from the Hugging Face hub instead of the DVC remote")) -> None:
     """Materialise ColBench and GSM8K from the DVC remote (validated on arrival)."""
+    from components.config import ConfigError, DataConfig, load_section
     from components.data.pull import DataError, dvc_pull, pull_from_hub
 
     _setup()
     try:
         if from_hub:
-            for split, path in pull_from_hub().items():
+            for split, path in pull_from_hub(load_section(DataConfig, "data").hub_dir).items():
                 typer.echo(f"{split}: {path}")
         else:
             dvc_pull()
             typer.echo("data pulled and validated")
-    except (DataError, ValueError) as exc:
+    except (DataError, ConfigError, ValueError) as exc:
         _fail(str(exc))
 
 
@@ -93,7 +94,7 @@ def evaluate(
                         simulator_engine=simulator_engine)
     try:
         cfg, _, data = resolve(params)
-        _check_inputs(cfg.model, data.backend_tasks)
+        _check_inputs(cfg.model, data.tasks_file(cfg.split))
     except (ConfigError, FileNotFoundError) as exc:
         _fail(str(exc))
     metrics = eval_flow(params)
@@ -106,7 +107,7 @@ def _check_inputs(model: str, tasks: Path) -> None:
     from components.model_prepare import resolve_model
 
     if not Path(tasks).exists():
-        raise FileNotFoundError(f"tasks file {tasks} not found: run `sweetflow data pull` first")
+        raise FileNotFoundError(f"tasks file {tasks} not found: run `sweetflow data pull` (or `--from-hub`) first")
     resolve_model(model)
 
 

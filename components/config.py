@@ -28,9 +28,20 @@ class _Section(BaseModel):
 
 
 class DataConfig(_Section):
+    source: str = Field("dvc", pattern="^(dvc|hub)$", description="dvc: the DVC-tracked test file, split by "
+                        "hash; hub: the official train/test files from `sweetflow data pull --from-hub`")
     backend_tasks: Path = Field(Path("data/colbench/backend_test.jsonl"), description="ColBench backend tasks")
+    hub_dir: Path = Field(Path("data/colbench/hub"), description="where --from-hub puts the official files")
     eval_fraction: float = Field(0.2, gt=0.0, lt=1.0, description="share of tasks in the eval split")
     split_salt: str = Field("sweetflow-v1", min_length=1, description="salt of the split hash")
+
+    def tasks_file(self, split: Split) -> Path:
+        """The file holding `split`: one file split by hash (dvc), or the official file (hub)."""
+        if self.source == "dvc":
+            return self.backend_tasks
+        if split == Split.all:
+            raise ConfigError("split 'all' needs data.source dvc (the hub has separate train and test files)")
+        return self.hub_dir / "backend_tasks" / ("train.jsonl" if split == Split.train else "test.jsonl")
 
 
 class ModelConfig(_Section):

@@ -36,9 +36,12 @@ log = logging.getLogger(__name__)
 
 
 def select_tasks(data: DataConfig, cfg: EvalConfig) -> tuple[list[BackendTask], list[int]]:
-    """All tasks of the file and the indices evaluated (split, then the first `limit`)."""
-    tasks = load_backend_tasks(data.backend_tasks)
-    indices = select(tasks, cfg.split, data.eval_fraction, data.split_salt)
+    """All tasks of the split's file and the indices evaluated (split, then the first `limit`)."""
+    tasks = load_backend_tasks(data.tasks_file(cfg.split))
+    if data.source == "hub":  # the official files are the splits
+        indices = list(range(len(tasks)))
+    else:
+        indices = select(tasks, cfg.split, data.eval_fraction, data.split_salt)
     return tasks, indices[: cfg.limit] if cfg.limit else indices
 
 
@@ -117,7 +120,7 @@ def episode_fingerprint(cfg: EvalConfig, episode: EpisodeSection, data: DataConf
     """What an episode's content depends on; episodes made under another fingerprint are not reused."""
     keep = ("model", "engine", "simulator", "simulator_model", "simulator_engine")
     return {"eval": {k: str(getattr(cfg, k)) for k in keep}, "episode": episode.model_dump(mode="json"),
-            "tasks": str(data.backend_tasks)}
+            "tasks": str(data.tasks_file(cfg.split))}
 
 
 def reset_if_config_changed(out_dir: Path, fingerprint: dict) -> None:
@@ -134,7 +137,7 @@ def run(cfg: EvalConfig, episode: EpisodeSection, data: DataConfig, out_dir: Pat
     out_dir.mkdir(parents=True, exist_ok=True)
     tasks, indices = select_tasks(data, cfg)
     if not indices:
-        raise ValueError(f"split '{cfg.split.value}' of {data.backend_tasks} has no tasks")
+        raise ValueError(f"split '{cfg.split.value}' of {data.tasks_file(cfg.split)} has no tasks")
     reset_if_config_changed(out_dir, episode_fingerprint(cfg, episode, data))
     traj_path = out_dir / "trajectories.jsonl"
     speed = run_episodes(cfg, episode, tasks, indices, traj_path)

@@ -61,3 +61,16 @@ def test_bootstrap_interval_covers_the_mean_and_shrinks_with_n():
     assert small[0] < 0.3 < small[1] and large[0] < 0.3 < large[1]
     assert large[1] - large[0] < small[1] - small[0]
     assert bootstrap_ci([1.0], 100) == (1.0, 1.0)
+
+
+def test_hub_source_uses_the_official_files(tmp_path):
+    from components.config import DataConfig
+    from components.data.split import Split
+
+    dvc = DataConfig()
+    assert dvc.tasks_file(Split.train) == dvc.tasks_file(Split.eval) == dvc.backend_tasks
+    hub = DataConfig(source="hub", hub_dir=tmp_path)
+    assert hub.tasks_file(Split.train) == tmp_path / "backend_tasks" / "train.jsonl"
+    assert hub.tasks_file(Split.eval) == tmp_path / "backend_tasks" / "test.jsonl"
+    with pytest.raises(ConfigError, match="split 'all'"):
+        hub.tasks_file(Split.all)
