@@ -52,7 +52,7 @@ def _describe(exc: BaseException) -> str:
 
 def _send(fd: int, nonce: str, msg: dict) -> None:
     msg["n"] = nonce
-    data = (json.dumps(msg, separators=(",", ":")) + "\n").encode()
+    data = (wire.COMPACT.encode(msg) + "\n").encode()
     while data:
         data = data[os.write(fd, data):]
 
@@ -71,8 +71,7 @@ def _timed(fn, timeout: float):
 
 def _read_body(fd: int, size: int) -> dict:
     data = bytearray()
-    while len(data) < size:
-        select.select([fd], [], [], 5.0)
+    while len(data) < size:  # blocking: the scorer writes it right after the header
         chunk = os.read(fd, size - len(data))
         if not chunk:
             break

@@ -27,6 +27,7 @@ from decimal import Decimal
 from fractions import Fraction
 
 MAX_DEPTH = 64
+COMPACT = json.JSONEncoder(separators=(",", ":"))  # json.dumps(..., separators) builds one per call
 MAX_INT_BITS = 20_000
 _SCALARS = (type(None), bool, str, float)
 
@@ -122,7 +123,7 @@ def to_wire(value: object, depth: int = 0):
 def dumps_output(value: object, max_chars: int) -> str:
     """Encode one output as compact JSON text, or the unserialisable marker if too large."""
     try:
-        text = json.dumps(to_wire(value), separators=(",", ":"))
+        text = COMPACT.encode(to_wire(value))
     except (RecursionError, ValueError, TypeError, OverflowError) as exc:
         return json.dumps(_x(f"encode failed: {type(exc).__name__}"))
     return text if len(text) <= max_chars else json.dumps(_x("output too large"))
