@@ -7,6 +7,7 @@ Two layers:
 - `isolate_server()`: once, in the fork-server before it imports anything that starts threads,
   enter a fresh network namespace (no interface but a down loopback) and a private mount
   namespace with a size-limited tmpfs that holds the per-candidate jail directories.
+- `apply_shared_limits(...)`: once, in the fork-server, the rlimits all children share.
 - `confine_child(...)`: in each forked child, before the candidate runs: new session, rlimits,
   chroot into its private jail directory, drop to uid/gid nobody, no_new_privs and a seccomp
   filter (raw BPF built here with ctypes; no libseccomp needed). Every step that the kernel or
@@ -211,26 +212,35 @@ def address_space_now() -> int:
         return int(fh.read().split()[0]) * resource.getpagesize()
 
 
-def apply_limits(cpu_s: int, mem_mb: int, fsize_mb: int, nofile: int, as_base: int = 0) -> None:
-    """rlimits: CPU seconds, address space (as_base + mem_mb), file size, fds, no processes.
-
-    `as_base` is the fork-server's address space measured once after its imports (reading
-    /proc in every child costs about 0.4 ms); 0 means measure now.
+def apply_shared_limits(mem_mb: int, fsize_mb: int, nofile: int, as_base: int = 0) -> None:
+    """The limits every child gets alike, taken on by the fork-server itself, once: children
+    inherit them (as set by fork), which saves each child six setrlimit calls. They do not
+    hinder the server: it writes only to pipes, keeps a handful of fds, maps little and dumps
+    no core. Address space: `as_base` (the server's own, measured after its imports;
+    0 = measure now) + mem_mb; also file size, fds, core, locked memory, message queues.
     """
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a too-large write fails with EFBIG instead
-    _limit(resource.RLIMIT_CPU, cpu_s)
     _limit(resource.RLIMIT_AS, (as_base or address_space_now()) + mem_mb * 2**20)
     _limit(resource.RLIMIT_FSIZE, fsize_mb * 2**20)
     _limit(resource.RLIMIT_NOFILE, nofile)
     _limit(resource.RLIMIT_CORE, 0)
-    _limit(resource.RLIMIT_NPROC, 0)  # counts per uid; honoured once the uid is not root
     _limit(resource.RLIMIT_MEMLOCK, 0)
     _limit(resource.RLIMIT_MSGQUEUE, 0)
 
 
+def apply_child_limits(cpu_s: int) -> None:
+    """The per-child limits: CPU seconds (counted from the fork) and no processes (RLIMIT_NPROC
+    counts per uid and is honoured once the uid is not root; the server could not fork under
+    it when not run as root, so it is set here)."""
+    _limit(resource.RLIMIT_CPU, cpu_s)
+    _limit(resource.RLIMIT_NPROC, 0)
+
+
 def confine_child(jail_dir: str, keep: tuple[int, ...], devnull_fd: int,
-                  limits: dict) -> tuple[dict, tuple[int, ...]]:
+                  cpu_s: int) -> tuple[dict, tuple[int, ...]]:
     """Confine the calling (freshly forked) process; return the active layers and kept fds.
+
+    Expects the fork-server to have called `apply_shared_limits` before forking.
 
     The descriptors in `keep` are moved to 3, 4, ... and every other one is closed;
     stdin/stdout/stderr point to /dev/null, so the candidate never reaches the fork-server's
@@ -243,9 +253,10 @@ def confine_child(jail_dir: str, keep: tuple[int, ...], devnull_fd: int,
     kept = tuple(range(3, 3 + len(keep)))
     for src, dst in zip(moved, kept):
         os.dup2(src, dst)
-    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-    os.closerange(3 + len(keep), hard if 0 < hard < 2**20 else 2**20)
-    apply_limits(**limits)
+    # Up to the kernel's fd ceiling (nr_open, 2**20 by default), not RLIMIT_NOFILE: the server
+    # runs under the children's small fd limit but may have inherited higher-numbered fds.
+    os.closerange(3 + len(keep), 2**20)
+    apply_child_limits(cpu_s)
     caps = {"chroot": False, "setuid": False, "seccomp": False}
     if os.geteuid() == 0:
         os.chroot(jail_dir)

@@ -142,7 +142,9 @@ class ForkServer:
             pass
         os.set_blocking(self.jobs_w, False)
         cfg = {"jail_root": self.jail_root, "jobs_fd": jobs_r, "results_fd": results_w,
-               "tmpfs_mb": limits.tmpfs_mb, "preload": list(preload), "paths": _site_paths()}
+               "tmpfs_mb": limits.tmpfs_mb, "preload": list(preload), "paths": _site_paths(),
+               "limits": {"mem_mb": limits.mem_mb, "fsize_mb": limits.fsize_mb,
+                          "nofile": limits.nofile}}
         self.proc = subprocess.Popen(
             [sys.executable, "-P", "-s", "-S", str(SERVER), json.dumps(cfg)],
             env={"PYTHONHASHSEED": "0"}, cwd="/",
@@ -185,8 +187,8 @@ class ForkServer:
         self.jobs += 1
         cpu = int(lim.timeout_s * (len(calls) + 1)) + 2
         backstop = (lim.timeout_s + lim.grace_s) * (len(calls) + 2) + 10
-        limits = {"cpu_s": cpu, "mem_mb": lim.mem_mb, "fsize_mb": lim.fsize_mb, "nofile": lim.nofile}
-        self._order({"id": self.jobs, "size": len(body), "limits": limits, "backstop": backstop})
+        self._order({"id": self.jobs, "size": len(body), "limits": {"cpu_s": cpu},
+                     "backstop": backstop})
         result = RunResult(outputs=[None] * len(calls), errors=[None] * len(calls))
         self._collect(self.jobs, nonce, body, result)
         return result

@@ -8,7 +8,8 @@ started; standard library only (it imports `jail` and `wire` beside it as top-le
 It reads and writes no files except the per-candidate jail directories.
 
 Channels (all pipes, created by the scorer):
-- stdin (control in): one JSON header per job `{"id", "size", "limits"}`, or `{"kill": id}`.
+- stdin (control in): one JSON header per job `{"id", "size", "limits": {"cpu_s"}, "backstop"}`,
+  or `{"kill": id}`. The other limits come once, in the config (`jail.apply_shared_limits`).
 - stdout (control out): `{"ready", "caps", "missing"}` once, then per job
   `{"id", "exit": description}` when the child has been reaped.
 - `jobs_fd` (read by the child only): the job body `{"nonce", "code", "calls", "timeout",
@@ -115,8 +116,8 @@ def _child(ctx: dict, header: dict, jail_dir: str) -> None:
     status, out_fd, nonce = 0, None, ""
     try:
         keep = (ctx["results_fd"], ctx["jobs_fd"])
-        limits = dict(header["limits"], as_base=ctx["as_base"])
-        caps, (out_fd, jobs_fd) = jail.confine_child(jail_dir, keep, ctx["devnull"], limits)
+        cpu_s = int(header["limits"]["cpu_s"])
+        caps, (out_fd, jobs_fd) = jail.confine_child(jail_dir, keep, ctx["devnull"], cpu_s)
         signal.signal(signal.SIGALRM, _on_alarm)
         gc.disable()  # a short-lived child: the rlimits bound what cycles could leak
         body = _read_body(jobs_fd, int(header["size"]))
@@ -235,7 +236,8 @@ def main() -> None:
            "jobs_fd": int(cfg["jobs_fd"]), "devnull": os.open(os.devnull, os.O_RDWR)}
     caps["root"] = os.geteuid() == 0
     caps["seccomp_arch"] = jail.seccomp_program(os.getpid()) is not None
-    ctx["as_base"] = jail.address_space_now() + 64 * 2**20  # + slack for what the child maps
+    as_base = jail.address_space_now() + 64 * 2**20  # + slack for what the child maps
+    jail.apply_shared_limits(as_base=as_base, **cfg["limits"])
     ctx["fork"] = jail.fork_function()
     gc.collect()
     gc.freeze()  # children then leave the pre-imported objects' pages alone (fewer COW copies)

@@ -195,6 +195,23 @@ def test_environment_is_empty(pool):
         assert run.outputs[1] is None
 
 
+def test_only_the_result_pipe_is_open_even_for_high_inherited_fds():
+    """The server runs under the children's fd limit (32): fds it inherited above that number
+    must still be closed in the child."""
+    junk = [os.open(os.devnull, os.O_RDONLY) for _ in range(64)]  # the pool's pipes land above 64
+    try:
+        with SandboxPool(workers=1) as high:
+            assert min(high._all[0].jobs_w, high._all[0].results_r) > 64
+            code = ("import os\ndef f():\n    out = []\n    for fd in range(4096):\n        try:\n"
+                    "            os.fstat(fd)\n            out.append(fd)\n        except OSError:\n"
+                    "            pass\n    return out\n")
+            run = high.run(code, ["f()"])
+    finally:
+        for fd in junk:
+            os.close(fd)
+    assert run.outputs == [{"t": "list", "v": [0, 1, 2, 3]}]  # /dev/null x3 and the results pipe
+
+
 def test_forged_done_then_spin_does_not_hurt_the_next_candidate(pool):
     code = ("import os, sys\nframe = sys._getframe()\nwhile 'nonce' not in frame.f_locals:\n"
             "    frame = frame.f_back\n"
