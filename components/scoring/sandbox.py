@@ -128,7 +128,7 @@ def _parse(line: bytes):
 class ForkServer:
     """One fork-server process and its four pipes; one job at a time."""
 
-    def __init__(self, limits: Limits, preload: list[str]) -> None:
+    def __init__(self, limits: Limits, preload: list[str], wait: bool = True) -> None:
         self.limits = limits
         self.jail_root = tempfile.mkdtemp(prefix="sweetflow-sandbox-")
         os.chmod(self.jail_root, 0o711)
@@ -154,8 +154,16 @@ class ForkServer:
         self.ctl = _Lines(self.proc.stdout.fileno())
         os.set_blocking(self.ctl.fd, False)
         self.jobs, self._msgs = 0, []
-        hello = self._control(time.monotonic() + 60)
-        self.caps, self.missing = hello.get("caps", {}), hello.get("missing", [])
+        self.caps: dict | None = None
+        self.missing: list = []
+        if wait:
+            self.await_ready()
+
+    def await_ready(self) -> None:
+        """Wait for the server's hello (its imports done); raises ServerDied if none comes."""
+        if self.caps is None:
+            hello = self._control(time.monotonic() + 60)
+            self.caps, self.missing = hello.get("caps", {}), hello.get("missing", [])
 
     def _control(self, deadline: float) -> dict:
         """Next control message from the server (blocking until `deadline`)."""
@@ -180,6 +188,7 @@ class ForkServer:
 
     def run(self, code: str, calls: list[str]) -> RunResult:
         """Run `code` and then each call in a fresh confined child; see module docstring."""
+        self.await_ready()
         self._drain()
         lim, nonce = self.limits, secrets.token_hex(8)
         body = json.dumps({"nonce": nonce, "code": code, "calls": list(calls),
@@ -312,8 +321,8 @@ def _site_paths() -> list[str]:
 class SandboxPool:
     """Up to `workers` fork-servers of each kind, shared by threads; use as a context manager.
 
-    One lite server is started at once (to report the active isolation layers); the others,
-    and the heavy ones, start on first need.
+    All `workers` lite servers are started at once, side by side (their imports overlap, and
+    the first one's hello reports the active isolation layers); heavy ones start on first need.
     """
 
     def __init__(self, workers: int | None = None, limits: Limits | None = None) -> None:
@@ -325,13 +334,20 @@ class SandboxPool:
         self._all: list[ForkServer] = []
         self._lock = threading.Lock()
         self.missing = missing_modules()
-        self._release("lite", self._start("lite"))
+        try:
+            servers = [self._start("lite", wait=False) for _ in range(self.workers)]
+            servers[0].await_ready()
+        except BaseException:
+            self.close()
+            raise
+        for server in servers:
+            self._release("lite", server)
 
-    def _start(self, kind: str) -> ForkServer:
+    def _start(self, kind: str, wait: bool = True) -> ForkServer:
         with self._lock:
             self._count[kind] += 1
         try:
-            server = ForkServer(self.limits, self._preload[kind])
+            server = ForkServer(self.limits, self._preload[kind], wait)
         except BaseException:
             with self._lock:
                 self._count[kind] -= 1
@@ -352,7 +368,7 @@ class SandboxPool:
     @property
     def capabilities(self) -> dict:
         """Which isolation layers the fork-servers could set up (see jail.isolate_server)."""
-        return dict(self._all[0].caps) if self._all else {}
+        return dict(self._all[0].caps or {}) if self._all else {}
 
     def run(self, code: str, calls: list[str]) -> RunResult:
         """Run one program with its test calls in an idle fork-server (thread-safe).

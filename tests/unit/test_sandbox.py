@@ -229,8 +229,10 @@ def test_a_dead_server_is_replaced(pool):
     victim = pool._all[0]
     victim.proc.kill()
     victim.proc.wait()
-    run = pool.run(GOOD, GOOD_CALLS)
-    assert run.outputs[0] == 3 and victim not in pool._all
+    for _ in range(pool.workers):  # idle servers are taken in turn: one of these gets the victim
+        run = pool.run(GOOD, GOOD_CALLS)
+        assert run.outputs[0] == 3
+    assert victim not in pool._all
 
 
 def test_always_equal_object_cannot_pass(tmp_path):
