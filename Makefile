@@ -7,8 +7,6 @@ STAMP := $(VENV)/.installed
 export DVC_NO_ANALYTICS := 1
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 90
-export VLLM_CPU_KVCACHE_SPACE ?= 2
-export VLLM_CPU_NUM_OF_RESERVED_CPU ?= 0
 export TOKENIZERS_PARALLELISM := false
 
 .PHONY: install data model run test test-fast test-slow bench clean

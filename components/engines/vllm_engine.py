@@ -29,7 +29,9 @@ between a batch of 2 and a batch of 1, one 24-token sample in 9 flipped a late n
 (bf16 decode numerics depend on the batch shape). Exact replay therefore holds for the same
 batch make-up; across batch make-ups, samples agree up to rare late divergences.
 
-CPU defaults (ENVIRONMENT.md): dtype bfloat16, VLLM_CPU_KVCACHE_SPACE=2 (GB) and
+CPU defaults (ENVIRONMENT.md): dtype bfloat16, VLLM_CPU_KVCACHE_SPACE=4 (GB; 2 GB holds 93k tokens,
+which 20 ten-turn ColBench episodes plus the LLM simulator's prompts outgrow by turn 8: vLLM then
+preempts and recomputes, and throughput fell from ~140 to ~40 tok/s here) and
 VLLM_CPU_NUM_OF_RESERVED_CPU=0 unless already set in the environment; prefix caching on (turn
 k+1 prompts built from turn-k token ids hit the cache).
 """
@@ -44,7 +46,7 @@ from components.engines.base import Generation, Message, SamplingConfig
 from components.engines.hf_engine import eos_token_ids, render_chat
 
 CPU_ENV_DEFAULTS = {
-    "VLLM_CPU_KVCACHE_SPACE": "2",
+    "VLLM_CPU_KVCACHE_SPACE": "4",
     "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
     "TOKENIZERS_PARALLELISM": "false",
 }
