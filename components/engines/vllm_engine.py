@@ -29,9 +29,11 @@ between a batch of 2 and a batch of 1, one 24-token sample in 9 flipped a late n
 (bf16 decode numerics depend on the batch shape). Exact replay therefore holds for the same
 batch make-up; across batch make-ups, samples agree up to rare late divergences.
 
-CPU defaults (ENVIRONMENT.md): dtype bfloat16, VLLM_CPU_KVCACHE_SPACE=4 (GB; 2 GB holds 93k tokens,
-which 20 ten-turn ColBench episodes plus the LLM simulator's prompts outgrow by turn 8: vLLM then
-preempts and recomputes, and throughput fell from ~140 to ~40 tok/s here) and
+CPU defaults (ENVIRONMENT.md): dtype bfloat16, VLLM_CPU_KVCACHE_SPACE=4 (GB; 2 GB holds 93k tokens:
+by turn 8 of 20 ColBench episodes the agent's histories (~60k tokens) and the LLM simulator's
+(~50k) no longer fit together, so each call evicts the other's cached prefixes and re-prefills
+whole histories; agent throughput fell from ~140 to ~40 tok/s there, on a machine also loaded by
+another job, so part of that drop is contention) and
 VLLM_CPU_NUM_OF_RESERVED_CPU=0 unless already set in the environment; prefix caching on (turn
 k+1 prompts built from turn-k token ids hit the cache).
 """
