@@ -53,3 +53,23 @@ class Engine(Protocol):
     ) -> list[Generation]: ...
 
     def close(self) -> None: ...
+
+
+def render_chat(tokenizer, conversation: Sequence[Message]) -> list[int]:
+    """Prompt token ids of a conversation: the chat template with the assistant header appended."""
+    ids = tokenizer.apply_chat_template(
+        list(conversation), add_generation_prompt=True, tokenize=True, return_dict=False
+    )
+    if isinstance(ids, dict) or hasattr(ids, "keys"):  # BatchEncoding on some versions
+        ids = ids["input_ids"]
+    return [int(t) for t in ids]
+
+
+class TemplateChat:
+    """`chat` for engines that hold a tokenizer: render the chat template, then `generate`."""
+
+    def chat(
+        self, conversations: Sequence[list[Message]], sampling: SamplingConfig, seeds: Sequence[int]
+    ) -> list[Generation]:
+        prompts = [render_chat(self.tokenizer, conv) for conv in conversations]
+        return self.generate(prompts, sampling, seeds)

@@ -26,17 +26,7 @@ from typing import Sequence
 
 import torch
 
-from components.engines.base import Generation, Message, SamplingConfig
-
-
-def render_chat(tokenizer, conversation: Sequence[Message]) -> list[int]:
-    """Prompt token ids of a conversation: the chat template with the assistant header appended."""
-    ids = tokenizer.apply_chat_template(
-        list(conversation), add_generation_prompt=True, tokenize=True, return_dict=False
-    )
-    if isinstance(ids, dict) or hasattr(ids, "keys"):  # BatchEncoding on some versions
-        ids = ids["input_ids"]
-    return [int(t) for t in ids]
+from components.engines.base import Generation, SamplingConfig, TemplateChat
 
 
 def eos_token_ids(tokenizer, generation_config=None) -> set[int]:
@@ -82,7 +72,7 @@ def _top_p_filter(probs: torch.Tensor, top_p: float) -> torch.Tensor:
     return filtered / filtered.sum(dim=-1, keepdim=True)
 
 
-class HFEngine:
+class HFEngine(TemplateChat):
     """Batched sampling with transformers; per-request seeds; fp32 on CPU by default."""
 
     name = "hf"
@@ -119,12 +109,6 @@ class HFEngine:
             stop = start + self.max_batch_size
             results.extend(self._generate_batch(prompts[start:stop], sampling, seeds[start:stop]))
         return results
-
-    def chat(
-        self, conversations: Sequence[list[Message]], sampling: SamplingConfig, seeds: Sequence[int]
-    ) -> list[Generation]:
-        prompts = [render_chat(self.tokenizer, conv) for conv in conversations]
-        return self.generate(prompts, sampling, seeds)
 
     def close(self) -> None:
         self.model = None

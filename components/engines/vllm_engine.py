@@ -45,7 +45,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from components.engines.base import Generation, Message, SamplingConfig
-from components.engines.hf_engine import eos_token_ids, render_chat
+from components.engines.base import TemplateChat
+from components.engines.hf_engine import eos_token_ids
 
 CPU_ENV_DEFAULTS = {
     "VLLM_CPU_KVCACHE_SPACE": "4",
@@ -60,7 +61,7 @@ def _on_cpu() -> bool:
     return current_platform.is_cpu()
 
 
-class VLLMEngine:
+class VLLMEngine(TemplateChat):
     """One `vllm.LLM` plus the model's HF tokenizer (for chat templates and eos ids)."""
 
     name = "vllm"
@@ -142,12 +143,6 @@ class VLLMEngine:
         requests = [TokensPrompt(prompt_token_ids=[int(t) for t in p]) for p in prompts]
         outputs = self.llm.generate(requests, params, use_tqdm=False)
         return [self._result(out.outputs[0]) for out in outputs]
-
-    def chat(
-        self, conversations: Sequence[list[Message]], sampling: SamplingConfig, seeds: Sequence[int]
-    ) -> list[Generation]:
-        prompts = [render_chat(self.tokenizer, conv) for conv in conversations]
-        return self.generate(prompts, sampling, seeds)
 
     def close(self) -> None:
         llm = getattr(self, "llm", None)

@@ -76,7 +76,7 @@ def test_seeded_batch_over_4096_prompt_tokens(engine):
 
 
 def test_same_seed_same_output_different_seed_differs(engine):
-    from components.engines.hf_engine import render_chat
+    from components.engines.base import render_chat
 
     prompt = render_chat(engine.tokenizer, [{"role": "user", "content": "Write a poem about rivers."}])
     sampling = SamplingConfig(temperature=1.0, max_tokens=24)
@@ -96,7 +96,7 @@ def test_logprobs_agree_with_transformers(engine, prepared_model_dir):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from components.engines.hf_engine import render_chat
+    from components.engines.base import render_chat
 
     convs = [[{"role": "user", "content": q}] for q in
              ("Explain what a list is in Python.", "Give me a tip for writing tests.")]

@@ -8,7 +8,8 @@ import torch
 
 from components.engines.base import Engine, SamplingConfig
 from components.engines.factory import EngineKind, make_engine, resolve_kind, split_openai_model
-from components.engines.hf_engine import HFEngine, render_chat, sample_next
+from components.engines.base import render_chat
+from components.engines.hf_engine import HFEngine, sample_next
 
 SAMPLE = SamplingConfig(temperature=1.0, max_tokens=12, top_p=1.0)
 
