@@ -44,7 +44,7 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
-from components.engines.base import Generation, Message, SamplingConfig
+from components.engines.base import Generation, SamplingConfig
 from components.engines.base import TemplateChat
 from components.engines.hf_engine import eos_token_ids
 
