@@ -27,7 +27,7 @@ run: data model
 	$(BIN)/sweetflow eval --limit 8 --simulator retrieval --out runs/zero-shot
 
 test: data model
-	$(BIN)/pytest -q -m "not slow and not gpu"
+	$(BIN)/pytest -q -m "not slow and not gpu" --durations=10
 
 test-slow: data model
 	$(BIN)/pytest -q -m "slow"

@@ -15,6 +15,7 @@ from typing import Any, Iterable, Mapping
 from components.records import Trajectory
 
 STORE_DIR = Path("mlflow")
+CODE_ROOT = Path(__file__).resolve().parents[1]  # the checkout this code runs from
 
 
 def configure(root: Path = Path(".")) -> str:
@@ -43,12 +44,12 @@ def experiment_id(name: str, root: Path = Path(".")) -> str:
 
 
 def provenance_tags(root: Path = Path(".")) -> dict[str, str]:
-    """git commit (and dirty flag) and the sha256 of dvc.lock when they exist."""
+    """The code's git commit (and dirty flag), and the sha256 of the project's dvc.lock if any."""
     tags: dict[str, str] = {}
-    proc = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True)
+    proc = subprocess.run(["git", "rev-parse", "HEAD"], cwd=CODE_ROOT, capture_output=True, text=True)
     if proc.returncode == 0:
         tags["git_commit"] = proc.stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=CODE_ROOT,
                                capture_output=True, text=True).stdout.strip()
         tags["git_dirty"] = str(bool(dirty)).lower()
     lock = root / "dvc.lock"
