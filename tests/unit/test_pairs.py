@@ -1,0 +1,45 @@
+import random
+
+import pytest
+
+from components.pairs import trajectory_pairs, turn_pairs
+from components.records import Trajectory
+
+
+def traj(task, seed, score):
+    return Trajectory(task_id=task, task_index=0, run_seed=seed, seed=seed, messages=[], turns=[], answer="",
+                      answered=True, score=score)
+
+
+def test_best_solved_trajectory_is_chosen_against_every_strictly_worse_one():
+    trajs = [traj("a", 0, 0.5), traj("a", 1, 1.0), traj("a", 2, 1.0), traj("a", 3, 0.0), traj("b", 0, 0.9)]
+    pairs = trajectory_pairs(trajs)
+    assert [(c.run_seed, r.run_seed) for c, r in pairs] == [(1, 0), (1, 3)]  # ties: lowest seed chosen
+
+
+def test_threshold_zero_keeps_unsolved_tasks_and_all_equal_gives_no_pair():
+    trajs = [traj("b", 0, 0.9), traj("b", 1, 0.2), traj("c", 0, 0.3), traj("c", 1, 0.3)]
+    assert [(c.score, r.score) for c, r in trajectory_pairs(trajs, min_chosen_score=0.0)] == [(0.9, 0.2)]
+    assert trajectory_pairs(trajs) == []
+
+
+def test_unscored_trajectories_are_rejected():
+    with pytest.raises(ValueError, match="not scored"):
+        trajectory_pairs([traj("a", 0, None)])
+
+
+def test_turn_pairs_cross_the_halves_and_prefer_the_higher_score():
+    scores = [0.1, 0.9, 0.5, 0.7, 0.3, 0.2, 0.8, 0.4]
+    pairs = turn_pairs(scores, per_state=4, rng=random.Random(0))
+    upper = {1, 6, 3, 2}
+    assert len(pairs) == 4 and len(set(pairs)) == 4
+    for chosen, rejected in pairs:
+        assert chosen in upper and rejected not in upper and scores[chosen] > scores[rejected]
+
+
+def test_turn_pairs_odd_count_ties_and_determinism():
+    assert turn_pairs([0.5, 0.5, 0.5, 0.5], 4, random.Random(0)) == []
+    pairs = turn_pairs([0.9, 0.5, 0.1], 4, random.Random(1))
+    assert pairs == [(0, 2)]  # the middle candidate is left out
+    scores = [i / 16 for i in range(16)]
+    assert turn_pairs(scores, 4, random.Random(7)) == turn_pairs(scores, 4, random.Random(7))
