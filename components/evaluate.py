@@ -74,6 +74,14 @@ def build_driver(cfg: EvalConfig, episode: EpisodeSection) -> EpisodeDriver:
     return EpisodeDriver(agent, simulator, ep_cfg)
 
 
+def close_engines(driver: EpisodeDriver) -> None:
+    """Release the agent engine and the simulator's own engine when it has one."""
+    sim_engine = getattr(driver.simulator, "engine", None)
+    driver.agent.close()
+    if sim_engine is not None and sim_engine is not driver.agent:
+        sim_engine.close()
+
+
 def run_episodes(cfg: EvalConfig, episode: EpisodeSection, tasks: list[BackendTask], indices: list[int],
                  traj_path: Path) -> dict[str, float]:
     """Run the pending episodes, appending each to `traj_path` as it ends; return speed figures."""
@@ -84,10 +92,12 @@ def run_episodes(cfg: EvalConfig, episode: EpisodeSection, tasks: list[BackendTa
     log.info("running %d episodes (%d already done)", len(jobs), len(indices) * len(cfg.seeds) - len(jobs))
     driver = build_driver(cfg, episode)
     start = time.perf_counter()
-    trajs = driver.run(jobs, on_done=lambda t: write_jsonl(traj_path, [t], append=True))
+    try:
+        trajs = driver.run(jobs, on_done=lambda t: write_jsonl(traj_path, [t], append=True))
+    finally:
+        close_engines(driver)
     elapsed = time.perf_counter() - start
     tokens = sum(len(turn.response_ids) for t in trajs for turn in t.turns)
-    driver.agent.close()
     return {"rollout_seconds": elapsed, "episodes_per_s": len(trajs) / elapsed,
             "agent_tokens_per_s": tokens / elapsed, "prompt_reencoded": driver.stats.prompt_reencoded}
 
@@ -97,7 +107,8 @@ def score_trajectories(tasks: list[BackendTask], trajs: list[Trajectory]) -> lis
     results = score_answers(tasks, [(t.task_index, t.answer) for t in trajs])
     scored = []
     for traj, res in zip(trajs, results):
-        assert res.index == traj.task_index, "scorer returned results out of order"
+        if res.index != traj.task_index:
+            raise RuntimeError(f"scorer returned task {res.index} where task {traj.task_index} was expected")
         scored.append(traj.model_copy(update={"score": res.score, "passed": res.passed, "total": res.total,
                                              "success": res.success, "error": res.error}))
     return scored
