@@ -8,11 +8,13 @@ How: render the whole chat with the tokenizer's template as text, decode the pre
 the sampled response (special tokens kept), and when the rendering starts with that text, encode
 only the new suffix (the end-of-turn marker, the human's reply, the next assistant header) and
 append it to the old ids. When it does not (a template that rewrites history), fall back to
-encoding the whole rendering; `extend` reports which path it took so callers can count it.
+rendering the whole chat afresh; `extend` reports which path it took so callers can count it.
 """
 from __future__ import annotations
 
 from typing import Sequence
+
+from components.engines.base import render_chat
 
 
 class DialogueTokens:
@@ -28,8 +30,8 @@ class DialogueTokens:
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
     def start(self, messages: Sequence[dict[str, str]]) -> list[int]:
-        """Ids of the opening prompt (template rendered, generation prompt added)."""
-        return self.encode(self.render(messages))
+        """Ids of the opening prompt: the engines' own rendering (template, generation prompt)."""
+        return render_chat(self.tokenizer, messages)
 
     def extend(self, history_ids: list[int], messages: Sequence[dict[str, str]]) -> tuple[list[int], bool]:
         """Ids for `messages` that start with `history_ids` when the template allows it.
@@ -40,4 +42,4 @@ class DialogueTokens:
         seen = self.tokenizer.decode(history_ids, skip_special_tokens=False)
         if full.startswith(seen):
             return list(history_ids) + self.encode(full[len(seen):]), True
-        return self.encode(full), False
+        return render_chat(self.tokenizer, messages), False
