@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from components.data.tasks import BackendTask
+from components.records import Trajectory
 
 
 def make_task(name: str = "add", body: str = "return a + b") -> BackendTask:
@@ -11,3 +12,11 @@ def make_task(name: str = "add", body: str = "return a + b") -> BackendTask:
         ground_truth=code, hidden_information=code,
         test_cases={f"test{i}": f"{name}({i}, {i + 1})" for i in range(1, 11)},
     )
+
+
+def make_trajectory(task_index: int = 0, run_seed: int = 0, score: float | None = None, task_id: str = "x",
+                    **fields) -> Trajectory:
+    """An empty-dialogue trajectory; `fields` set any other Trajectory field."""
+    values = dict(task_id=task_id, task_index=task_index, run_seed=run_seed, seed=0, messages=[], turns=[],
+                  answer="", answered=False, score=score)
+    return Trajectory(**(values | fields))

@@ -3,7 +3,7 @@ import pytest
 
 from components.config import ConfigError, EpisodeSection, EvalConfig, load_section
 from components.metrics import bootstrap_ci, per_seed, summarize
-from components.records import Trajectory
+from tests.factories import make_trajectory
 
 
 def write_params(tmp_path, text):
@@ -39,9 +39,8 @@ def test_repo_params_file_is_valid():
 
 
 def scored(task, seed, score):
-    return Trajectory(task_id=str(task), task_index=task, run_seed=seed, seed=0, messages=[], turns=[],
-                      answer="", answered=True, score=score, passed=int(score * 10), total=10,
-                      success=score == 1.0)
+    return make_trajectory(task, seed, score, task_id=str(task), answered=True, passed=int(score * 10), total=10,
+                           success=score == 1.0)
 
 
 def test_summary_pools_seeds_per_task():

@@ -6,7 +6,7 @@ import pytest
 from components.data.split import Split, in_eval, select
 from components.data.tasks import load_backend_tasks
 from components.records import RecordError, Trajectory, read_resumable, write_jsonl
-from tests.factories import make_task
+from tests.factories import make_task, make_trajectory
 
 
 def write_rows(path, rows):
@@ -65,8 +65,7 @@ def test_split_membership_does_not_depend_on_file_order():
 
 
 def traj(i):
-    return Trajectory(task_id="x", task_index=i, run_seed=0, seed=1, messages=[], turns=[], answer="",
-                      answered=False)
+    return make_trajectory(i)
 
 
 def test_resumable_read_drops_a_torn_last_row_only(tmp_path):

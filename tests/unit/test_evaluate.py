@@ -3,13 +3,11 @@ import json
 
 from components.config import DataConfig, EpisodeSection, EvalConfig
 from components.evaluate import episode_fingerprint, pending_jobs, reset_if_config_changed
-from components.records import Trajectory
-from tests.factories import make_task
+from tests.factories import make_task, make_trajectory
 
 
 def done(task_index, run_seed):
-    return Trajectory(task_id="x", task_index=task_index, run_seed=run_seed, seed=0, messages=[], turns=[],
-                      answer="", answered=False)
+    return make_trajectory(task_index, run_seed)
 
 
 def test_pending_jobs_skip_finished_episodes_for_every_seed():

@@ -3,12 +3,11 @@ import random
 import pytest
 
 from components.pairs import trajectory_pairs, turn_pairs
-from components.records import Trajectory
+from tests.factories import make_trajectory
 
 
 def traj(task, seed, score):
-    return Trajectory(task_id=task, task_index=0, run_seed=seed, seed=seed, messages=[], turns=[], answer="",
-                      answered=True, score=score)
+    return make_trajectory(0, seed, score, task_id=task, seed=seed, answered=True)
 
 
 def test_best_solved_trajectory_is_chosen_against_every_strictly_worse_one():
