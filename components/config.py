@@ -63,14 +63,29 @@ class EpisodeSection(_Section):
         return self
 
 
-class EvalConfig(_Section):
+class EpisodeStageConfig(_Section):
+    """What every stage that plays collaborative episodes shares: the agent, the simulated human,
+    and which tasks they play. Eval and rollouts extend it (their `split` defaults differ)."""
+
     model: str = Field("models/smollm2-135m-instruct", description="agent: HF folder or hub id")
     engine: str = Field("auto", pattern="^(auto|vllm|hf|openai)$", description="agent engine")
     simulator: SimulatorKind = Field(SimulatorKind.retrieval, description="simulated human")
     simulator_model: str | None = Field(None, description="llm simulator model/URL; None = agent engine")
     simulator_engine: str | None = Field(None, pattern="^(auto|vllm|hf|openai)$", description="simulator engine")
+    split: Split = Field(Split.eval, description="task split played")
+    limit: int | None = Field(8, ge=1, description="number of tasks (the split's first ones); None = whole split")
+
+    @model_validator(mode="after")
+    def _simulator_consistent(self) -> "EpisodeStageConfig":
+        if self.simulator == SimulatorKind.retrieval and self.simulator_model:
+            raise ValueError("simulator_model is only used by the llm simulator (simulator=retrieval given)")
+        return self
+
+
+class EvalConfig(EpisodeStageConfig):
+    """Evaluation: one episode per task and seed, scored, with 95% intervals."""
+
     split: Split = Field(Split.eval, description="task split to evaluate")
-    limit: int | None = Field(8, ge=1, description="number of tasks; None = whole split")
     seeds: list[int] = Field([0], min_length=1, description="one evaluation per seed")
     bootstrap_samples: int = Field(2000, ge=100, description="resamples for 95% intervals")
     out_dir: Path = Field(Path("runs/eval"), description="output folder")
@@ -78,12 +93,29 @@ class EvalConfig(_Section):
     sample_dialogues: int = Field(5, ge=0, description="dialogues rendered into MLflow")
 
     @model_validator(mode="after")
-    def _consistent(self) -> "EvalConfig":
+    def _distinct_seeds(self) -> "EvalConfig":
         if len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"seeds must be distinct, got {self.seeds}")
-        if self.simulator == SimulatorKind.retrieval and self.simulator_model:
-            raise ValueError("simulator_model is only used by the llm simulator (simulator=retrieval given)")
         return self
+
+
+class RolloutsConfig(EpisodeStageConfig):
+    """SWEET-RL step 1: K sampled, scored trajectories per task of the training split."""
+
+    split: Split = Field(Split.train, description="task split sampled (train: eval/all would train on "
+                        "held-out tasks)")
+    per_task: int = Field(3, ge=1, description="trajectories sampled per task (K; authors' scripts: 3)")
+    seed: int = Field(0, description="run seed; each episode's seed derives from it, the task and the sample")
+    out_dir: Path = Field(Path("runs/rollouts"), description="output folder")
+    experiment: str = Field("sweetflow-rollouts", min_length=1, description="MLflow experiment")
+    sample_dialogues: int = Field(5, ge=0, description="dialogues rendered into MLflow")
+
+
+def check_rollouts(cfg: RolloutsConfig, episode: EpisodeSection) -> None:
+    """Contradictions across sections: K > 1 samples of a task at temperature 0 are K copies."""
+    if cfg.per_task > 1 and episode.temperature == 0:
+        raise ConfigError(f"rollouts.per_task is {cfg.per_task} but episode.temperature is 0: greedy decoding "
+                          "gives the same trajectory K times; raise the temperature or set per_task 1")
 
 
 def read_params(path: Path = PARAMS) -> dict[str, Any]:
@@ -103,3 +135,20 @@ def load_section(model: type[C], section: str, overrides: dict[str, Any] | None 
     except ValidationError as exc:
         lines = [f"  {section}.{'.'.join(map(str, e['loc'])) or '<section>'}: {e['msg']}" for e in exc.errors()]
         raise ConfigError(f"invalid configuration in {path} [{section}]:\n" + "\n".join(lines)) from None
+
+
+def stage_sections(model: type[C], section: str, raw: dict[str, Any] | None = None,
+                   overrides: dict[str, Any] | None = None) -> tuple[C, EpisodeSection, DataConfig]:
+    """A stage's own section with the `episode` and `data` sections it plays under.
+
+    From `raw` ({section: ..., "episode": ..., "data": ...}, what a flow passes to a step) when
+    given, else from params.yaml with the non-None `overrides` applied to the stage's section.
+    """
+    if raw is not None:
+        try:
+            return (model.model_validate(raw[section]), EpisodeSection.model_validate(raw["episode"]),
+                    DataConfig.model_validate(raw["data"]))
+        except (KeyError, ValidationError) as exc:
+            raise ConfigError(f"invalid --config for [{section}]: {exc}") from None
+    return (load_section(model, section, overrides), load_section(EpisodeSection, "episode"),
+            load_section(DataConfig, "data"))

@@ -10,6 +10,8 @@ Episodes are appended to trajectories.jsonl as each ends; a re-run after a crash
 episodes already there, so nothing finished is lost or duplicated. Scoring runs once all
 episodes exist, in the sandbox (components/scoring), and rewrites the file with the scores.
 Run as `python -m components.evaluate --config JSON` so vLLM's memory is returned afterwards.
+The episode machinery here (task selection, resume, driver, sandboxed scoring: `run_and_score`)
+is shared with the rollouts stage (components/rollouts.py), which samples K episodes per task.
 """
 from __future__ import annotations
 
@@ -19,8 +21,9 @@ import logging
 import os
 import time
 from pathlib import Path
+from typing import Callable, TypeVar
 
-from components.config import DataConfig, EpisodeSection, EvalConfig, load_section
+from components.config import DataConfig, EpisodeSection, EpisodeStageConfig, EvalConfig, stage_sections
 from components.data.split import select
 from components.data.tasks import BackendTask, load_backend_tasks
 from components.engines.base import Engine
@@ -32,11 +35,13 @@ from components.rollout.driver import EpisodeConfig, EpisodeDriver, EpisodeJob
 from components.scoring.backend import score_answers
 from components.stage import StageResult
 
+C = TypeVar("C", bound=EpisodeStageConfig)
+
 log = logging.getLogger(__name__)
 
 
-def select_tasks(data: DataConfig, cfg: EvalConfig) -> tuple[list[BackendTask], list[int]]:
-    """All tasks of the split's file and the indices evaluated (split, then the first `limit`)."""
+def select_tasks(data: DataConfig, cfg: EpisodeStageConfig) -> tuple[list[BackendTask], list[int]]:
+    """All tasks of the split's file and the indices played (split, then the first `limit`)."""
     tasks = load_backend_tasks(data.tasks_file(cfg.split))
     if data.source == "hub":  # the official files are the splits
         indices = list(range(len(tasks)))
@@ -45,14 +50,17 @@ def select_tasks(data: DataConfig, cfg: EvalConfig) -> tuple[list[BackendTask], 
     return tasks, indices[: cfg.limit] if cfg.limit else indices
 
 
+def wanted_keys(indices: list[int], seeds: list[int], samples: int = 1) -> list[tuple[int, int, int]]:
+    """Every episode a stage wants, as (task index, run seed, sample), seeds outermost."""
+    return [(i, s, k) for s in seeds for i in indices for k in range(samples)]
+
+
 def pending_jobs(tasks: list[BackendTask], indices: list[int], seeds: list[int],
-                 done: list[Trajectory]) -> list[EpisodeJob]:
-    """Episodes still to run: every (task, seed) not already in `done`."""
+                 done: list[Trajectory], samples: int = 1) -> list[EpisodeJob]:
+    """Episodes still to run: every (task, seed, sample < `samples`) not already in `done`."""
     finished = {(t.task_index, t.run_seed, t.sample) for t in done}
-    return [
-        EpisodeJob(task_index=i, task=tasks[i], run_seed=s)
-        for s in seeds for i in indices if (i, s, 0) not in finished
-    ]
+    return [EpisodeJob(task_index=i, task=tasks[i], run_seed=s, sample=k)
+            for i, s, k in wanted_keys(indices, seeds, samples) if (i, s, k) not in finished]
 
 
 def engine_for(kind: str, model: str, seed: int, max_model_len: int) -> Engine:
@@ -61,13 +69,13 @@ def engine_for(kind: str, model: str, seed: int, max_model_len: int) -> Engine:
     return make_engine(kind, model, seed=seed, **options)
 
 
-def build_driver(cfg: EvalConfig, episode: EpisodeSection) -> EpisodeDriver:
+def build_driver(cfg: EpisodeStageConfig, episode: EpisodeSection, seed: int) -> EpisodeDriver:
     """The agent engine (built once), the simulator (sharing the agent engine unless told not to)."""
-    agent = engine_for(cfg.engine, cfg.model, cfg.seeds[0], episode.max_model_len)
+    agent = engine_for(cfg.engine, cfg.model, seed, episode.max_model_len)
     sim_engine = None
     if cfg.simulator == SimulatorKind.llm:
         sim_engine = agent if cfg.simulator_model is None else engine_for(
-            cfg.simulator_engine or cfg.engine, cfg.simulator_model, cfg.seeds[0], episode.max_model_len)
+            cfg.simulator_engine or cfg.engine, cfg.simulator_model, seed, episode.max_model_len)
     simulator = make_simulator(cfg.simulator, sim_engine, episode.sim_max_tokens, episode.sim_max_chars)
     ep_cfg = EpisodeConfig(max_turns=episode.max_turns, temperature=episode.temperature,
                            max_tokens=episode.max_tokens, max_model_len=episode.max_model_len)
@@ -82,15 +90,12 @@ def close_engines(driver: EpisodeDriver) -> None:
         sim_engine.close()
 
 
-def run_episodes(cfg: EvalConfig, episode: EpisodeSection, tasks: list[BackendTask], indices: list[int],
-                 traj_path: Path) -> dict[str, float]:
-    """Run the pending episodes, appending each to `traj_path` as it ends; return speed figures."""
-    jobs = pending_jobs(tasks, indices, cfg.seeds, read_resumable(traj_path, Trajectory))
+def run_episodes(cfg: EpisodeStageConfig, episode: EpisodeSection, jobs: list[EpisodeJob], traj_path: Path,
+                 seed: int) -> dict[str, float]:
+    """Run `jobs`, appending each trajectory to `traj_path` as it ends; return speed figures."""
     if not jobs:
-        log.info("all %d episodes already in %s", len(indices) * len(cfg.seeds), traj_path)
-        return {}
-    log.info("running %d episodes (%d already done)", len(jobs), len(indices) * len(cfg.seeds) - len(jobs))
-    driver = build_driver(cfg, episode)
+        return {"episodes_run": 0}
+    driver = build_driver(cfg, episode, seed)
     start = time.perf_counter()
     try:
         trajs = driver.run(jobs, on_done=lambda t: write_jsonl(traj_path, [t], append=True))
@@ -98,7 +103,7 @@ def run_episodes(cfg: EvalConfig, episode: EpisodeSection, tasks: list[BackendTa
         close_engines(driver)
     elapsed = time.perf_counter() - start
     tokens = sum(len(turn.response_ids) for t in trajs for turn in t.turns)
-    return {"rollout_seconds": elapsed, "episodes_per_s": len(trajs) / elapsed,
+    return {"episodes_run": len(trajs), "rollout_seconds": elapsed, "episodes_per_s": len(trajs) / elapsed,
             "agent_tokens_per_s": tokens / elapsed, "prompt_reencoded": driver.stats.prompt_reencoded}
 
 
@@ -114,12 +119,19 @@ def score_trajectories(tasks: list[BackendTask], trajs: list[Trajectory]) -> lis
     return scored
 
 
+def replace_trajectories(out_dir: Path, trajs: list[Trajectory]) -> Path:
+    """Atomically replace out_dir/trajectories.jsonl with `trajs` (a crash leaves the old file whole)."""
+    path = out_dir / "trajectories.jsonl"
+    tmp = path.with_suffix(".jsonl.tmp")
+    write_jsonl(tmp, trajs)
+    os.replace(tmp, path)
+    return path
+
+
 def write_outputs(out_dir: Path, trajs: list[Trajectory], metrics: dict) -> dict[str, Path]:
     """trajectories.jsonl (atomically replaced, now scored), scores.jsonl, metrics.json."""
-    paths = {name: out_dir / name for name in ("trajectories.jsonl", "scores.jsonl", "metrics.json")}
-    tmp = paths["trajectories.jsonl"].with_suffix(".jsonl.tmp")
-    write_jsonl(tmp, trajs)
-    os.replace(tmp, paths["trajectories.jsonl"])
+    paths = {"trajectories.jsonl": replace_trajectories(out_dir, trajs),
+             "scores.jsonl": out_dir / "scores.jsonl", "metrics.json": out_dir / "metrics.json"}
     rows = [{"index": t.task_index, "task_id": t.task_id, "seed": t.run_seed, "score": t.score, "passed": t.passed,
              "total": t.total, "success": t.success, "error": t.error} for t in trajs]
     write_jsonl(paths["scores.jsonl"], rows)
@@ -127,10 +139,15 @@ def write_outputs(out_dir: Path, trajs: list[Trajectory], metrics: dict) -> dict
     return paths
 
 
-def episode_fingerprint(cfg: EvalConfig, episode: EpisodeSection, data: DataConfig) -> dict:
-    """What an episode's content depends on; episodes made under another fingerprint are not reused."""
+def episode_fingerprint(cfg: EpisodeStageConfig, episode: EpisodeSection, data: DataConfig,
+                        section: str = "eval") -> dict:
+    """What an episode's content depends on; episodes made under another fingerprint are not reused.
+
+    The agent fields are keyed by the stage's section name (an output folder of one stage is
+    never reused by the other).
+    """
     keep = ("model", "engine", "simulator", "simulator_model", "simulator_engine")
-    return {"eval": {k: str(getattr(cfg, k)) for k in keep}, "episode": episode.model_dump(mode="json"),
+    return {section: {k: str(getattr(cfg, k)) for k in keep}, "episode": episode.model_dump(mode="json"),
             "tasks": str(data.tasks_file(cfg.split))}
 
 
@@ -143,37 +160,51 @@ def reset_if_config_changed(out_dir: Path, fingerprint: dict) -> None:
     path.write_text(json.dumps(fingerprint, indent=2) + "\n")
 
 
-def run(cfg: EvalConfig, episode: EpisodeSection, data: DataConfig, out_dir: Path) -> StageResult:
-    """Evaluate `cfg.model`; see the module docstring for the files written."""
+def run_and_score(cfg: EpisodeStageConfig, episode: EpisodeSection, data: DataConfig, out_dir: Path,
+                  seeds: list[int], samples: int, section: str) -> tuple[list[Trajectory], dict[str, float]]:
+    """The wanted episodes of the selected tasks, resumed from out_dir, all scored in the sandbox.
+
+    Runs only the (task, seed, sample) episodes not already in out_dir/trajectories.jsonl (all of
+    them when the episode fingerprint changed); returns the scored trajectories in file order,
+    restricted to the wanted ones, and the speed figures of the episodes run now.
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
     tasks, indices = select_tasks(data, cfg)
     if not indices:
         raise ValueError(f"split '{cfg.split.value}' of {data.tasks_file(cfg.split)} has no tasks")
-    reset_if_config_changed(out_dir, episode_fingerprint(cfg, episode, data))
+    reset_if_config_changed(out_dir, episode_fingerprint(cfg, episode, data, section))
     traj_path = out_dir / "trajectories.jsonl"
-    speed = run_episodes(cfg, episode, tasks, indices, traj_path)
-    wanted = {(i, s) for i in indices for s in cfg.seeds}
-    trajs = [t for t in read_resumable(traj_path, Trajectory) if (t.task_index, t.run_seed) in wanted]
-    trajs = score_trajectories(tasks, trajs)
+    jobs = pending_jobs(tasks, indices, seeds, read_resumable(traj_path, Trajectory), samples)
+    wanted = set(wanted_keys(indices, seeds, samples))
+    log.info("running %d episodes (%d already in %s)", len(jobs), len(wanted) - len(jobs), traj_path)
+    speed = run_episodes(cfg, episode, jobs, traj_path, seeds[0])
+    trajs = [t for t in read_resumable(traj_path, Trajectory) if (t.task_index, t.run_seed, t.sample) in wanted]
+    return score_trajectories(tasks, trajs), speed
+
+
+def run(cfg: EvalConfig, episode: EpisodeSection, data: DataConfig, out_dir: Path) -> StageResult:
+    """Evaluate `cfg.model`; see the module docstring for the files written."""
+    trajs, speed = run_and_score(cfg, episode, data, out_dir, cfg.seeds, 1, "eval")
     metrics = summarize(trajs, cfg.bootstrap_samples) | speed
     metrics["per_seed"] = per_seed(trajs)
     return StageResult(paths=write_outputs(out_dir, trajs, metrics), metrics=metrics)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description="Evaluate an agent on ColBench backend tasks.")
-    parser.add_argument("--config", help="JSON {eval: {...}, episode: {...}, data: {...}}; default: params.yaml")
+def stage_main(description: str, model: type[C], section: str,
+               run_stage: Callable[[C, EpisodeSection, DataConfig, Path], StageResult]) -> None:
+    """`python -m components.<stage> [--config JSON]`: run the stage, print its flat metrics as JSON."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--config", help=f"JSON {{{section}: {{...}}, episode: {{...}}, data: {{...}}}}; "
+                        "default: params.yaml")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if args.config:
-        raw = json.loads(args.config)
-        cfg = EvalConfig.model_validate(raw["eval"])
-        episode, data = EpisodeSection.model_validate(raw["episode"]), DataConfig.model_validate(raw["data"])
-    else:
-        cfg = load_section(EvalConfig, "eval")
-        episode, data = load_section(EpisodeSection, "episode"), load_section(DataConfig, "data")
-    result = run(cfg, episode, data, cfg.out_dir)
+    cfg, episode, data = stage_sections(model, section, json.loads(args.config) if args.config else None)
+    result = run_stage(cfg, episode, data, cfg.out_dir)
     print(json.dumps({k: v for k, v in result.metrics.items() if not isinstance(v, dict)}))
+
+
+def main() -> None:
+    stage_main("Evaluate an agent on ColBench backend tasks.", EvalConfig, "eval", run)
 
 
 if __name__ == "__main__":
