@@ -7,14 +7,24 @@
   each made of one candidate from the upper half and one from the lower half of the ranking
   (the middle one of an odd N is left out); the higher-ranked candidate is chosen. Pairs with
   equal scores carry no preference and are skipped.
+
+Stages: `python -m components.pairs trajectory --config JSON` reads scored rollouts
+(`trajectories.jsonl`) and writes `pairs.jsonl` (TrajectoryPair); `python -m components.pairs turn
+--config JSON` reads critic-ranked candidates (`ranked.jsonl`) and writes `turn_pairs.jsonl` (TurnPair).
+Each also writes a small metrics JSON.
 """
 from __future__ import annotations
 
+import argparse
+import json
 import random
 from collections import defaultdict
+from pathlib import Path
 from typing import Sequence
 
-from components.records import Trajectory
+from components.records import Trajectory, TrajectoryPair, TurnCandidates, TurnPair, read_jsonl, write_jsonl
+from components.stage import StageResult
+from components.train_config import PairsConfig
 
 
 def trajectory_pairs(trajs: Sequence[Trajectory], min_chosen_score: float = 1.0
@@ -41,3 +51,61 @@ def turn_pairs(scores: Sequence[float], per_state: int, rng: random.Random) -> l
     upper, lower = order[:half], order[len(order) - half:]
     candidates = [(u, l) for u in upper for l in lower if scores[u] > scores[l]]
     return rng.sample(candidates, min(per_state, len(candidates)))
+
+
+def pair_records(pairs: Sequence[tuple[Trajectory, Trajectory]]) -> list[TrajectoryPair]:
+    return [TrajectoryPair(task_id=c.task_id, task_index=c.task_index, chosen=c.key, rejected=r.key,
+                           chosen_score=c.score, rejected_score=r.score) for c, r in pairs]
+
+
+def run_trajectory(cfg: PairsConfig, trajectories: Path, out_dir: Path) -> StageResult:
+    """pairs.jsonl from scored rollouts, with pairs_metrics.json."""
+    trajs = list(read_jsonl(trajectories, Trajectory))
+    rows = pair_records(trajectory_pairs(trajs, cfg.min_chosen_score))
+    path = out_dir / "pairs.jsonl"
+    write_jsonl(path, rows)
+    metrics = {"trajectories": len(trajs), "tasks": len({t.task_id for t in trajs}), "pairs": len(rows),
+               "tasks_with_pairs": len({p.task_id for p in rows})}
+    (out_dir / "pairs_metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    return StageResult(paths={"pairs": path}, metrics=metrics)
+
+
+def state_turn_pairs(state: TurnCandidates, per_state: int, rng: random.Random) -> list[TurnPair]:
+    scores = [c.score for c in state.candidates]
+    if any(s is None for s in scores):
+        raise ValueError(f"candidates of trajectory {state.trajectory} turn {state.turn} are not ranked")
+    return [TurnPair(task_id=state.task_id, trajectory=state.trajectory, turn=state.turn,
+                     prompt_ids=state.prompt_ids, chosen_ids=state.candidates[c].response_ids,
+                     rejected_ids=state.candidates[r].response_ids, chosen_score=scores[c], rejected_score=scores[r])
+            for c, r in turn_pairs(scores, per_state, rng)
+            if state.candidates[c].response_ids and state.candidates[r].response_ids]
+
+
+def run_turn(cfg: PairsConfig, ranked: Path, out_dir: Path) -> StageResult:
+    """turn_pairs.jsonl from critic-ranked candidates, with turn_pairs_metrics.json."""
+    rng = random.Random(cfg.seed)
+    states = list(read_jsonl(ranked, TurnCandidates))
+    rows = [pair for state in states for pair in state_turn_pairs(state, cfg.per_state, rng)]
+    path = out_dir / "turn_pairs.jsonl"
+    write_jsonl(path, rows)
+    margins = [p.chosen_score - p.rejected_score for p in rows]
+    metrics = {"states": len(states), "turn_pairs": len(rows),
+               "mean_score_margin": sum(margins) / len(margins) if margins else 0.0}
+    (out_dir / "turn_pairs_metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    return StageResult(paths={"turn_pairs": path}, metrics=metrics)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Preference pairs: trajectory pairs or critic-ranked turn pairs.")
+    parser.add_argument("kind", choices=["trajectory", "turn"])
+    parser.add_argument("--config", required=True, help='JSON {"pairs": {...}, "input": PATH, "out_dir": DIR}')
+    args = parser.parse_args()
+    raw = json.loads(args.config)
+    cfg, out_dir = PairsConfig.model_validate(raw["pairs"]), Path(raw["out_dir"])
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stage = run_trajectory if args.kind == "trajectory" else run_turn
+    print(json.dumps(stage(cfg, Path(raw["input"]), out_dir).metrics))
+
+
+if __name__ == "__main__":
+    main()

@@ -50,6 +50,58 @@ class Trajectory(BaseModel):
     success: bool | None = None
     error: str | None = None
 
+    @property
+    def key(self) -> str:
+        """Unique within a rollouts file: task line / run seed / sample."""
+        return f"{self.task_index}/{self.run_seed}/{self.sample}"
+
+
+class TrajectoryPair(BaseModel):
+    """A preference between two trajectories of one task (SWEET-RL step 2), by trajectory key."""
+
+    model_config = ConfigDict(extra="forbid")
+    task_id: str
+    task_index: int = Field(ge=0)
+    chosen: str = Field(description="key of the chosen trajectory (Trajectory.key)")
+    rejected: str = Field(description="key of the rejected trajectory")
+    chosen_score: float
+    rejected_score: float
+
+
+class Candidate(BaseModel):
+    """One sampled candidate action for a turn state; `score` is the critic's advantage once ranked."""
+
+    model_config = ConfigDict(extra="forbid")
+    text: str
+    response_ids: list[int]
+    score: float | None = None
+
+
+class TurnCandidates(BaseModel):
+    """N candidate actions sampled from the actor for one turn state (SWEET-RL step 4)."""
+
+    model_config = ConfigDict(extra="forbid")
+    task_id: str
+    task_index: int = Field(ge=0)
+    trajectory: str = Field(description="key of the trajectory the state comes from")
+    turn: int = Field(ge=0, description="agent turn whose state (history before it) is used")
+    prompt_ids: list[int] = Field(min_length=1, description="the state as the actor's prompt ids")
+    candidates: list[Candidate] = Field(min_length=1)
+
+
+class TurnPair(BaseModel):
+    """A turn-level preference between two candidate actions of one state (SWEET-RL step 6)."""
+
+    model_config = ConfigDict(extra="forbid")
+    task_id: str
+    trajectory: str
+    turn: int = Field(ge=0)
+    prompt_ids: list[int] = Field(min_length=1)
+    chosen_ids: list[int] = Field(min_length=1)
+    rejected_ids: list[int] = Field(min_length=1)
+    chosen_score: float
+    rejected_score: float
+
 
 def _where(path: Path, line_no: int) -> str:
     return f"{path}:{line_no}"

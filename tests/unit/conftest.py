@@ -46,3 +46,18 @@ class ScriptedEngine:
 @pytest.fixture
 def scripted():
     return ScriptedEngine
+
+
+@pytest.fixture(scope="session")
+def toy_model_dir(tmp_path_factory):
+    """A 2-layer Llama with a 300-token vocabulary (about 40k parameters), saved as an HF folder."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=300, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                         pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    out = tmp_path_factory.mktemp("toy-llama")
+    LlamaForCausalLM(config).save_pretrained(out)
+    return out

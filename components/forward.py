@@ -1,0 +1,70 @@
+"""Model forward passes that turn token sequences into per-turn log-prob sums.
+
+`turn_logprob_sums` runs the decoder over a padded batch and applies the LM head only at the
+positions that predict an agent-turn token: with a 49k vocabulary the full logits of a 4k-token
+dialogue take ~800 MB, while agent tokens are a small share of a ColBench dialogue.
+
+`reference_sums` is the separate reference pass of SWEET-RL's critic and of DPO: the frozen
+model's per-turn sums for every sequence, computed once and cached to a JSONL file keyed by the
+model and the sequence's content, so training holds only the trained model in memory and a
+re-run (or a resumed run) does not recompute them.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Sequence
+
+import torch
+from pydantic import BaseModel
+from tqdm.auto import tqdm
+
+from components.logprobs import per_turn_logprobs, token_logprobs
+from components.records import read_resumable, write_jsonl
+from components.sequences import Batch, TokenSequence, collate
+
+
+def turn_logprob_sums(model, batch: Batch) -> torch.Tensor:
+    """Sum of token log-probs per agent turn, shape (B, K); differentiable when grads are on."""
+    device = next(model.parameters()).device
+    hidden = model.get_decoder()(input_ids=batch.input_ids.to(device),
+                                 attention_mask=batch.attention_mask.to(device)).last_hidden_state
+    target = batch.turn_index[:, 1:].to(device)
+    scored = target >= 0
+    logits = model.get_output_embeddings()(hidden[:, :-1][scored])
+    labels = batch.input_ids[:, 1:].to(device)[scored]
+    token_lp = torch.zeros(scored.shape, dtype=torch.float32, device=device)
+    token_lp = token_lp.masked_scatter(scored, token_logprobs(logits, labels))
+    _, sums = per_turn_logprobs(token_lp, target, batch.num_turns)
+    return sums
+
+
+class ReferenceRow(BaseModel):
+    key: str
+    sums: list[float]
+
+
+def sequence_key(model_id: str, seq: TokenSequence) -> str:
+    digest = hashlib.sha256(json.dumps([model_id, seq.ids, seq.turn_index]).encode()).hexdigest()
+    return digest[:24]
+
+
+@torch.no_grad()
+def reference_sums(model, model_id: str, seqs: Sequence[TokenSequence], cache: Path, pad_id: int,
+                   batch_size: int = 8) -> list[list[float]]:
+    """Per-turn log-prob sums of `seqs` under the frozen `model`, read from / appended to `cache`."""
+    keys = [sequence_key(model_id, s) for s in seqs]
+    known = {row.key: row.sums for row in read_resumable(cache, ReferenceRow)}
+    todo = sorted({k: i for i, k in enumerate(keys) if k not in known}.values(), key=lambda i: -len(seqs[i].ids))
+    was_training = model.training
+    model.eval()
+    for start in tqdm(range(0, len(todo), batch_size), desc="reference log-probs", unit="batch",
+                      disable=not todo):
+        chunk = todo[start:start + batch_size]
+        sums = turn_logprob_sums(model, collate([seqs[i] for i in chunk], pad_id)).cpu()
+        rows = [ReferenceRow(key=keys[i], sums=sums[j, : seqs[i].num_turns].tolist()) for j, i in enumerate(chunk)]
+        write_jsonl(cache, rows, append=True)
+        known.update({r.key: r.sums for r in rows})
+    model.train(was_training)
+    return [known[k] for k in keys]

@@ -1,0 +1,116 @@
+"""Configurations of the SWEET-RL training stages (params.yaml sections `pairs`, `critic`,
+`candidates`, `ranking`, `actor`), every field documented; bad values are rejected at load time.
+
+Defaults in params.yaml are sized for the embedded CPU run; the authors' hyper-parameters
+(ALGORITHMS.md, SWEET-RL 3 and 7) are noted beside each field and are the GPU profile's values.
+"""
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+
+from pydantic import Field, model_validator
+
+from components.config import _Section
+from components.critic.advantage import Normalize
+
+
+class Algo(str, Enum):
+    sweet = "sweet"   # critic-ranked turn-level DPO (SWEET-RL)
+    mtdpo = "mtdpo"   # multi-turn DPO on trajectory pairs, no critic
+    rft = "rft"       # rejection fine-tuning: SFT on successful trajectories
+
+
+class LoraSection(_Section):
+    r: int = Field(16, ge=1, description="LoRA rank")
+    alpha: int = Field(32, ge=1, description="LoRA scaling numerator")
+    dropout: float = Field(0.0, ge=0.0, lt=1.0, description="LoRA dropout")
+    target_modules: list[str] = Field(["q_proj", "k_proj", "v_proj", "o_proj"], min_length=1,
+                                      description="modules that get adapters")
+
+
+class OptimConfig(_Section):
+    """One training loop's optimisation settings (authors: lr 2e-7, batch 8, Adam betas (0.9, 0.95),
+    3% warm-up, cosine to 0.1x, grad clip 1.0, full fine-tuning)."""
+
+    lr: float = Field(2e-7, gt=0.0, le=1.0, description="peak learning rate")
+    epochs: int = Field(1, ge=1, description="passes over the training examples")
+    max_steps: int | None = Field(None, ge=1, description="stop after this many optimizer steps")
+    batch_size: int = Field(8, ge=1, description="examples per optimizer step")
+    micro_batch_size: int = Field(8, ge=1, description="examples per forward pass (gradient accumulation)")
+    warmup_ratio: float = Field(0.03, ge=0.0, le=0.5, description="share of steps with linear warm-up")
+    min_lr_ratio: float = Field(0.1, ge=0.0, le=1.0, description="cosine decays to this fraction of lr")
+    grad_clip: float = Field(1.0, gt=0.0, description="max global gradient norm")
+    adam_betas: tuple[float, float] = Field((0.9, 0.95), description="AdamW betas")
+    weight_decay: float = Field(0.0, ge=0.0, description="AdamW weight decay")
+    dtype: str = Field("auto", pattern="^(auto|float32|bfloat16)$", description="auto: bf16 on GPU, fp32 on CPU")
+    lora: LoraSection | None = Field(None, description="train LoRA adapters (PEFT) instead of all weights")
+    gradient_checkpointing: bool = Field(False, description="recompute activations to save memory")
+    checkpoint_every: int = Field(50, ge=1, description="optimizer steps between checkpoints")
+    keep_checkpoints: int = Field(1, ge=1, description="checkpoints kept (the newest)")
+    seed: int = Field(0, description="data order and initialisation seed")
+
+    @model_validator(mode="after")
+    def _accumulation(self) -> "OptimConfig":
+        if self.batch_size % self.micro_batch_size:
+            raise ValueError(f"batch_size ({self.batch_size}) must be a multiple of micro_batch_size "
+                             f"({self.micro_batch_size})")
+        if not all(0.0 <= b < 1.0 for b in self.adam_betas):
+            raise ValueError(f"adam_betas must lie in [0, 1), got {self.adam_betas}")
+        return self
+
+
+class PairsConfig(_Section):
+    min_chosen_score: float = Field(1.0, ge=0.0, le=1.0, description="a task gives trajectory pairs only "
+                                    "when its best trajectory reaches this score (authors: 1.0)")
+    per_state: int = Field(4, ge=1, description="turn pairs per state: upper half vs lower half (authors: 4)")
+    seed: int = Field(0, description="seed of the turn-pair draw")
+
+
+class CriticConfig(_Section):
+    model: str = Field("models/smollm2-135m-instruct", description="base model: critic and frozen reference")
+    beta: float = Field(0.1, gt=0.0, description="advantage scale (paper: 0.1)")
+    normalize: Normalize = Field(Normalize.per_turn, description="per_turn (paper) | joint (authors' code)")
+    max_length: int = Field(4096, ge=64, description="longer dialogues (with the reference) are left out")
+    ref_batch_size: int = Field(8, ge=1, description="sequences per forward in the reference pass")
+    optim: OptimConfig = Field(default_factory=lambda: OptimConfig(epochs=4), description="authors: 4 epochs")
+    out_dir: Path = Field(Path("runs/critic"), description="checkpoints, metrics and the final critic")
+
+
+class CandidatesConfig(_Section):
+    model: str = Field("models/smollm2-135m-instruct", description="actor that samples the candidates")
+    engine: str = Field("auto", pattern="^(auto|vllm|hf|openai)$", description="sampling engine")
+    fraction: float = Field(0.1, gt=0.0, le=1.0, description="share of trajectories whose turns are used "
+                            "(authors: 10%, against DPO over-fitting)")
+    per_state: int = Field(16, ge=2, description="candidate actions per turn state (authors: 16)")
+    temperature: float = Field(1.0, gt=0.0, le=5.0, description="sampling temperature")
+    max_tokens: int = Field(256, ge=1, description="tokens per candidate")
+    seed: int = Field(0, description="selection and sampling seed")
+    out_dir: Path = Field(Path("runs/candidates"), description="candidates.jsonl")
+
+
+class Baseline(str, Enum):
+    reference = "reference"  # paper: frozen initial critic, with c
+    actor = "actor"          # authors' code: the actor's own log-prob, without c
+
+
+class RankingConfig(_Section):
+    critic: str = Field("runs/critic/model", description="trained critic (HF folder)")
+    reference: str = Field("models/smollm2-135m-instruct", description="frozen initial critic")
+    baseline: Baseline = Field(Baseline.reference, description="reference (paper) | actor (authors' code: "
+                               "the `actor` model's mean log-prob without c)")
+    actor: str = Field("models/smollm2-135m-instruct", description="actor, for baseline=actor")
+    beta: float = Field(0.1, gt=0.0, description="advantage scale")
+    max_batch: int = Field(16, ge=1, description="candidates per forward pass (sharing the state's cache)")
+    out_dir: Path = Field(Path("runs/ranking"), description="ranked candidates and turn pairs")
+
+
+class ActorConfig(_Section):
+    algo: Algo = Field(Algo.sweet, description="sweet | mtdpo | rft")
+    model: str = Field("models/smollm2-135m-instruct", description="actor to improve (and DPO reference)")
+    beta: float = Field(0.1, gt=0.0, description="DPO beta (authors: 0.1)")
+    nll_coef: float = Field(0.01, ge=0.0, description="NLL on chosen actions added to DPO (authors: 0.01)")
+    max_length: int = Field(4096, ge=64, description="longer sequences are left out")
+    ref_batch_size: int = Field(8, ge=1, description="sequences per forward in the reference pass")
+    optim: OptimConfig = Field(default_factory=OptimConfig, description="authors: 1 epoch, lr 2e-7")
+    out_dir: Path = Field(Path("runs/actor"), description="checkpoints, metrics and the final actor")

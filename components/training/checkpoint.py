@@ -1,0 +1,55 @@
+"""Training checkpoints: `out_dir/checkpoints/step-N/` holds the model as an HF folder (or the PEFT
+adapter), `trainer_state.pt` (optimizer, scheduler, step, RNG state) and the resolved config.
+
+A checkpoint is written to a temporary folder and renamed, so a crash mid-write leaves the
+previous checkpoint intact; only the newest `keep` are kept. `latest` finds where to resume.
+"""
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from pathlib import Path
+
+import torch
+
+STATE_FILE = "trainer_state.pt"
+
+
+def checkpoint_dir(out_dir: Path) -> Path:
+    return Path(out_dir) / "checkpoints"
+
+
+def latest(out_dir: Path) -> Path | None:
+    """The newest complete checkpoint under `out_dir`, if any."""
+    root = checkpoint_dir(out_dir)
+    done = [p for p in root.glob("step-*") if (p / STATE_FILE).exists() and p.name.split("-")[1].isdigit()]
+    return max(done, key=lambda p: int(p.name.split("-")[1]), default=None)
+
+
+def save(out_dir: Path, step: int, model, optimizer, scheduler, config: dict, keep: int) -> Path:
+    root = checkpoint_dir(out_dir)
+    final, tmp = root / f"step-{step}", root / f"step-{step}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    model.save_pretrained(tmp)
+    torch.save({"step": step, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                "torch_rng": torch.get_rng_state(), "python_rng": random.getstate()}, tmp / STATE_FILE)
+    (tmp / "train_config.json").write_text(json.dumps(config, indent=2) + "\n")
+    shutil.rmtree(final, ignore_errors=True)
+    tmp.rename(final)
+    steps = sorted((p for p in root.glob("step-*") if p.name.split("-")[1].isdigit()),
+                   key=lambda p: int(p.name.split("-")[1]))
+    for old in steps[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def restore(path: Path, optimizer, scheduler) -> int:
+    """Load optimizer, scheduler and RNG state from a checkpoint; return its step."""
+    state = torch.load(Path(path) / STATE_FILE, weights_only=False)
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    torch.set_rng_state(state["torch_rng"])
+    random.setstate(state["python_rng"])
+    return int(state["step"])

@@ -1,0 +1,126 @@
+"""The one training loop shared by the critic and the actor (DESIGN.md convention 7).
+
+Written out, no Trainer hierarchy: seeded shuffling per epoch, gradient accumulation over
+micro-batches (the loss of a step is the example-weighted mean of its micro-batches), AdamW,
+linear warm-up then cosine decay to `min_lr_ratio` x lr, global grad-norm clipping, checkpoints
+every `checkpoint_every` steps and at the end, resume from the newest checkpoint (the data order
+is a function of the seed and the epoch, so a resumed run sees exactly the batches it would
+have), and one metrics row per optimizer step appended to `train_metrics.jsonl` (loss, the
+loss function's own metrics, lr, grad norm, tokens/s). The model itself is loaded by the caller,
+from the checkpoint when there is one (`training.models.load_trainable`).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import random
+import time
+from pathlib import Path
+from typing import Callable, Sequence, TypeVar
+
+import torch
+from tqdm.auto import tqdm
+
+from components.training import checkpoint
+from components.train_config import OptimConfig
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+LossFn = Callable[[object, list[T]], tuple[torch.Tensor, dict[str, float]]]
+METRICS_FILE = "train_metrics.jsonl"
+
+
+def epoch_order(n: int, seed: int, epoch: int) -> list[int]:
+    order = list(range(n))
+    random.Random(f"{seed}/epoch/{epoch}").shuffle(order)
+    return order
+
+
+def total_steps(n: int, optim: OptimConfig) -> int:
+    steps = math.ceil(n / optim.batch_size) * optim.epochs
+    return min(steps, optim.max_steps) if optim.max_steps else steps
+
+
+def make_optimizer(model, optim: OptimConfig, steps: int):
+    from transformers import get_cosine_with_min_lr_schedule_with_warmup
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=optim.lr, betas=optim.adam_betas, weight_decay=optim.weight_decay)
+    sched = get_cosine_with_min_lr_schedule_with_warmup(opt, round(optim.warmup_ratio * steps), steps,
+                                                        min_lr_rate=optim.min_lr_ratio)
+    return opt, sched
+
+
+def _history(path: Path, upto: int) -> list[dict]:
+    """Metric rows of steps <= upto; rows of steps after the checkpoint (lost work) are dropped."""
+    if not path.exists():
+        return []
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = [r for r in rows if r["step"] <= upto]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return rows
+
+
+def _accumulate(model, examples: list[T], loss_fn: LossFn, micro: int) -> tuple[float, dict[str, float]]:
+    """Forward/backward each micro-batch; return the step's mean loss and metrics."""
+    total_loss, sums = 0.0, {}
+    for start in range(0, len(examples), micro):
+        part = examples[start:start + micro]
+        weight = len(part) / len(examples)
+        loss, metrics = loss_fn(model, part)
+        (loss * weight).backward()
+        total_loss += loss.item() * weight
+        for key, value in metrics.items():
+            sums[key] = sums.get(key, 0.0) + float(value) * weight
+    return total_loss, sums
+
+
+def train(model, examples: Sequence[T], loss_fn: LossFn, optim: OptimConfig, out_dir: Path, config: dict,
+          tokens_of: Callable[[list[T]], int]) -> list[dict]:
+    """Train `model` on `examples`; return every step's metrics (including steps done before a resume)."""
+    if not examples:
+        raise ValueError("no training examples")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    steps = total_steps(len(examples), optim)
+    per_epoch = math.ceil(len(examples) / optim.batch_size)
+    opt, sched = make_optimizer(model, optim, steps)
+    resume = checkpoint.latest(out_dir)
+    start = checkpoint.restore(resume, opt, sched) if resume else 0
+    if resume:
+        log.info("resuming from %s (step %d of %d)", resume, start, steps)
+    history = _history(out_dir / METRICS_FILE, start)
+    params = [p for p in model.parameters() if p.requires_grad]
+    model.train()
+    bar = tqdm(total=steps, initial=start, desc="train", unit="step")
+    for step in range(start, steps):
+        epoch, i = divmod(step, per_epoch)
+        order = epoch_order(len(examples), optim.seed, epoch)
+        batch = [examples[j] for j in order[i * optim.batch_size:(i + 1) * optim.batch_size]]
+        began = time.perf_counter()
+        loss, metrics = _accumulate(model, batch, loss_fn, optim.micro_batch_size)
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, optim.grad_clip).item()
+        lr = sched.get_last_lr()[0]
+        opt.step()
+        sched.step()
+        opt.zero_grad(set_to_none=True)
+        row = {"step": step + 1, "epoch": epoch, "loss": loss, **metrics, "lr": lr, "grad_norm": grad_norm,
+               "tokens_per_s": tokens_of(batch) / max(time.perf_counter() - began, 1e-9)}
+        history.append(row)
+        with (out_dir / METRICS_FILE).open("a") as fh:
+            fh.write(json.dumps(row) + "\n")
+        bar.update(1)
+        bar.set_postfix(loss=f"{loss:.4f}", lr=f"{lr:.2e}")
+        if (step + 1) % optim.checkpoint_every == 0 or step + 1 == steps:
+            checkpoint.save(out_dir, step + 1, model, opt, sched, config, optim.keep_checkpoints)
+    bar.close()
+    return history
+
+
+def summarize_history(history: list[dict]) -> dict[str, float]:
+    """First and last step's loss, and the last epoch's mean of every step metric."""
+    last_epoch = [r for r in history if r["epoch"] == history[-1]["epoch"]]
+    keys = [k for k in history[-1] if k not in ("step", "epoch")]
+    return {"steps": history[-1]["step"], "first_loss": history[0]["loss"], "final_loss": history[-1]["loss"],
+            **{f"last_epoch_{k}": sum(r[k] for r in last_epoch) / len(last_epoch) for k in keys}}

@@ -1,0 +1,91 @@
+"""The shared training loop: schedule, accumulation, checkpoints, exact resume; critic scores."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from components.critic.advantage import Normalize, trajectory_scores, turn_advantages
+from components.forward import turn_logprob_sums
+from components.sequences import action_sequence, collate
+from components.train_config import OptimConfig
+from components.training import checkpoint
+from components.training.loop import METRICS_FILE, total_steps, train
+from components.training.models import load_trainable
+
+EXAMPLES = [action_sequence([5 + i, 6], [7, 8 + i]) for i in range(12)]
+
+
+def nll(model, part):
+    batch = collate(part, 0)
+    loss = -turn_logprob_sums(model, batch).sum() / batch.counts.sum()
+    return loss, {"nll": loss.item()}
+
+
+def tokens(part):
+    return sum(len(s.ids) for s in part)
+
+
+def optim(**over):
+    values = dict(lr=1e-2, epochs=2, batch_size=4, micro_batch_size=2, warmup_ratio=0.25, min_lr_ratio=0.1,
+                  checkpoint_every=2, keep_checkpoints=1)
+    return OptimConfig(**(values | over))
+
+
+def test_loop_lowers_the_loss_follows_the_schedule_and_keeps_the_newest_checkpoint(toy_model_dir, tmp_path):
+    cfg = optim(epochs=4)
+    model = load_trainable(str(toy_model_dir), cfg)
+    history = train(model, EXAMPLES, nll, cfg, tmp_path, {"x": 1}, tokens)
+    assert len(history) == total_steps(len(EXAMPLES), cfg) == 12
+    assert history[-1]["loss"] < history[0]["loss"]
+    lrs = [r["lr"] for r in history]
+    assert lrs[0] == 0.0 and max(lrs) == pytest.approx(1e-2) and lrs[-1] < lrs[4]  # warm-up, then decay
+    assert {"grad_norm", "tokens_per_s", "nll", "epoch"} <= set(history[0])
+    assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["step-12"]
+    assert json.loads((tmp_path / "checkpoints" / "step-12" / "train_config.json").read_text()) == {"x": 1}
+    rows = (tmp_path / METRICS_FILE).read_text().splitlines()
+    assert [json.loads(r)["step"] for r in rows] == list(range(1, 13))
+
+
+def test_resume_after_a_crash_gives_the_uninterrupted_result(toy_model_dir, tmp_path):
+    cfg = optim()
+    torch.manual_seed(0)
+    straight = train(load_trainable(str(toy_model_dir), cfg), EXAMPLES, nll, cfg, tmp_path / "a", {}, tokens)
+
+    calls = {"n": 0}
+
+    def crashing(model, part):
+        calls["n"] += 1
+        if calls["n"] == 9:  # step 5 of 6 (two micro-batches per step): after the step-4 checkpoint
+            raise RuntimeError("killed")
+        return nll(model, part)
+
+    torch.manual_seed(0)
+    with pytest.raises(RuntimeError):
+        train(load_trainable(str(toy_model_dir), cfg), EXAMPLES, crashing, cfg, tmp_path / "b", {}, tokens)
+    resume = checkpoint.latest(tmp_path / "b")
+    assert resume.name == "step-4"
+    resumed = train(load_trainable(str(toy_model_dir), cfg, resume), EXAMPLES, nll, cfg, tmp_path / "b", {}, tokens)
+    assert [r["step"] for r in resumed] == list(range(1, 7))
+    for a, b in zip(straight, resumed):
+        assert a["loss"] == pytest.approx(b["loss"], abs=1e-5) and a["lr"] == pytest.approx(b["lr"])
+
+
+def test_lora_trains_only_adapters(toy_model_dir, tmp_path):
+    cfg = optim(lora={"r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"]}, epochs=1)
+    model = load_trainable(str(toy_model_dir), cfg)
+    trainable = [n for n, p in model.named_parameters() if p.requires_grad]
+    assert trainable and all("lora_" in n for n in trainable)
+    history = train(model, EXAMPLES, nll, cfg, tmp_path, {}, tokens)
+    assert len(history) == 3
+    assert (checkpoint.latest(tmp_path) / "adapter_config.json").exists()
+
+
+def test_critic_scores_per_turn_and_joint():
+    crit = torch.tensor([[-2.0, -6.0, 0.0]])
+    ref = torch.tensor([[-4.0, -9.0, 0.0]])
+    counts = torch.tensor([[2.0, 3.0, 0.0]])  # third turn absent
+    torch.testing.assert_close(turn_advantages(crit, ref, counts, 0.1), torch.tensor([[0.1, 0.1, 0.0]]))
+    torch.testing.assert_close(trajectory_scores(crit, ref, counts, 0.1, Normalize.per_turn), torch.tensor([0.2]))
+    torch.testing.assert_close(trajectory_scores(crit, ref, counts, 0.1, Normalize.joint), torch.tensor([0.1]))
