@@ -1,11 +1,11 @@
-"""The `sweetflow` command line: data, default model, evaluation and scoring."""
+"""The `sweetflow` command line: data, default model, evaluation, rollouts and scoring."""
 from __future__ import annotations
 
 import json
 import logging
 import os
 from pathlib import Path
-from typing import Optional
+from typing import Any, Callable, Optional
 
 import typer
 
@@ -83,21 +83,56 @@ def evaluate(
     simulator_engine: Optional[str] = typer.Option(None, help="engine of the simulator model"),
 ) -> None:
     """Evaluate a model on ColBench backend tasks (a Prefect flow; logged to MLflow)."""
-    from components.config import ConfigError
     from flows.eval_flow import EvalParams, eval_flow, resolve, summary_table
 
     _setup()
     params = EvalParams(model=model, limit=limit, simulator=simulator, engine=engine, seeds=_seeds(seed, seeds),
                         out_dir=out, split=split, simulator_model=simulator_model,
                         simulator_engine=simulator_engine)
+    cfg = _resolve_checked(resolve, params)
+    metrics = eval_flow(params)
+    typer.echo(f"\nevaluation of {cfg.model} ({cfg.simulator.value} simulator), outputs in {cfg.out_dir}, "
+               f"MLflow run {metrics['mlflow_run_id']}:\n{summary_table(metrics)}")
+
+
+@app.command("rollouts")
+def rollouts(
+    model: Optional[str] = typer.Option(None, help="agent model: HF folder or hub id [params.yaml rollouts.model]"),
+    split: Optional[str] = typer.Option(None, help="train | eval | all [rollouts.split]"),
+    per_task: Optional[int] = typer.Option(None, "--per-task", help="trajectories sampled per task, K "
+                                           "[rollouts.per_task]"),
+    out: Optional[str] = typer.Option(None, help="output folder [rollouts.out_dir]"),
+    limit: Optional[int] = typer.Option(None, help="number of tasks [rollouts.limit]"),
+    simulator: Optional[str] = typer.Option(None, help="llm | retrieval [rollouts.simulator]"),
+    engine: Optional[str] = typer.Option(None, help="auto | vllm | hf | openai [rollouts.engine]"),
+    seed: Optional[int] = typer.Option(None, help="run seed [rollouts.seed]"),
+    simulator_model: Optional[str] = typer.Option(None, help="llm simulator: model folder or OpenAI URL"),
+    simulator_engine: Optional[str] = typer.Option(None, help="engine of the simulator model"),
+) -> None:
+    """Sample K scored trajectories per task (SWEET-RL step 1; a Prefect flow logged to MLflow)."""
+    from flows.rollouts_flow import RolloutsParams, resolve, rollouts_flow, summary_table
+
+    _setup()
+    params = RolloutsParams(model=model, split=split, per_task=per_task, out_dir=out, limit=limit,
+                            simulator=simulator, engine=engine, seed=seed, simulator_model=simulator_model,
+                            simulator_engine=simulator_engine)
+    cfg = _resolve_checked(resolve, params)
+    metrics = rollouts_flow(params)
+    typer.echo(f"\nrollouts of {cfg.model} (K={cfg.per_task}, {cfg.simulator.value} simulator, split "
+               f"{cfg.split.value}), trajectories in {cfg.out_dir / 'trajectories.jsonl'}, "
+               f"MLflow run {metrics['mlflow_run_id']}:\n{summary_table(metrics)}")
+
+
+def _resolve_checked(resolve: Callable[[Any], tuple], params: Any) -> Any:
+    """The flow's resolved stage config, or a clear error (bad value, missing model or tasks file)."""
+    from components.config import ConfigError
+
     try:
         cfg, _, data = resolve(params)
         _check_inputs(cfg.model, data.tasks_file(cfg.split))
     except (ConfigError, FileNotFoundError) as exc:
         _fail(str(exc))
-    metrics = eval_flow(params)
-    typer.echo(f"\nevaluation of {cfg.model} ({cfg.simulator.value} simulator), outputs in {cfg.out_dir}, "
-               f"MLflow run {metrics['mlflow_run_id']}:\n{summary_table(metrics)}")
+    return cfg
 
 
 def _check_inputs(model: str, tasks: Path) -> None:
