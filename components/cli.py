@@ -123,6 +123,28 @@ def rollouts(
                f"MLflow run {metrics['mlflow_run_id']}:\n{summary_table(metrics)}")
 
 
+@app.command("train")
+def train(
+    algo: Optional[str] = typer.Option(None, help="sweet | mtdpo | rft [params.yaml actor.algo]"),
+    trajectories: Optional[str] = typer.Option(None, help="rollouts folder (trajectories.jsonl) [train.trajectories]"),
+    model: Optional[str] = typer.Option(None, help="the actor to improve [train.model]"),
+    out: Optional[str] = typer.Option(None, help="root folder of the training steps [train.out_dir]"),
+) -> None:
+    """Improve an actor from scored rollouts (a Prefect flow; each step tracked in MLflow)."""
+    from components.config import ConfigError
+    from flows.train_flow import TrainParams, check_inputs, resolve, train_flow
+
+    _setup()
+    params = TrainParams(algo=algo, trajectories=trajectories, model=model, out_dir=out)
+    try:
+        check_inputs(resolve(params))
+    except (ConfigError, FileNotFoundError, ValueError) as exc:
+        _fail(str(exc))
+    result = train_flow(params)
+    typer.echo(f"\ntrained actor: {result['actor_model']} (MLflow run {result['mlflow_run_id']})\n"
+               f"{result['summary']}\nevaluate it with: sweetflow eval --model {result['actor_model']}")
+
+
 def _resolve_checked(resolve: Callable[[Any], tuple], params: Any) -> Any:
     """The flow's resolved stage config, or a clear error (bad value, missing model or tasks file)."""
     from components.config import ConfigError

@@ -8,14 +8,13 @@
   (the middle one of an odd N is left out); the higher-ranked candidate is chosen. Pairs with
   equal scores carry no preference and are skipped.
 
-Stages: `python -m components.pairs trajectory --config JSON` reads scored rollouts
+Stages: `python -m components.pairs trajectory [--config JSON]` reads scored rollouts
 (`trajectories.jsonl`) and writes `pairs.jsonl` (TrajectoryPair); `python -m components.pairs turn
---config JSON` reads critic-ranked candidates (`ranked.jsonl`) and writes `turn_pairs.jsonl` (TurnPair).
+[--config JSON]` reads critic-ranked candidates (`ranked.jsonl`) and writes `turn_pairs.jsonl` (TurnPair).
 Each also writes a small metrics JSON.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import random
 from collections import defaultdict
@@ -24,7 +23,7 @@ from typing import Sequence
 
 from components.records import Trajectory, TrajectoryPair, TurnCandidates, TurnPair, read_jsonl, write_jsonl
 from components.stage import StageResult
-from components.train_config import PairsConfig
+from components.train_config import PairsConfig, TrainConfig, TrainLayout, stage_sections
 
 
 def trajectory_pairs(trajs: Sequence[Trajectory], min_chosen_score: float = 1.0
@@ -96,15 +95,17 @@ def run_turn(cfg: PairsConfig, ranked: Path, out_dir: Path) -> StageResult:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="Preference pairs: trajectory pairs or critic-ranked turn pairs.")
-    parser.add_argument("kind", choices=["trajectory", "turn"])
-    parser.add_argument("--config", required=True, help='JSON {"pairs": {...}, "input": PATH, "out_dir": DIR}')
-    args = parser.parse_args()
-    raw = json.loads(args.config)
-    cfg, out_dir = PairsConfig.model_validate(raw["pairs"]), Path(raw["out_dir"])
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stage = run_trajectory if args.kind == "trajectory" else run_turn
-    print(json.dumps(stage(cfg, Path(raw["input"]), out_dir).metrics))
+    sections, kind = stage_sections("Preference pairs: trajectory pairs (from rollouts) or turn pairs (from "
+                                    "ranked candidates).", {"pairs": PairsConfig, "train": TrainConfig},
+                                    kinds=["trajectory", "turn"])
+    cfg, train_cfg = sections["pairs"], sections["train"]
+    layout = TrainLayout(train_cfg.out_dir)
+    if kind == "trajectory":
+        layout.pairs.parent.mkdir(parents=True, exist_ok=True)
+        result = run_trajectory(cfg, train_cfg.trajectories / "trajectories.jsonl", layout.pairs.parent)
+    else:
+        result = run_turn(cfg, layout.ranking_dir / "ranked.jsonl", layout.ranking_dir)
+    print(json.dumps(result.metrics))
 
 
 if __name__ == "__main__":

@@ -1,17 +1,24 @@
-"""Configurations of the SWEET-RL training stages (params.yaml sections `pairs`, `critic`,
+"""Configurations of the SWEET-RL training stages (params.yaml sections `train`, `pairs`, `critic`,
 `candidates`, `ranking`, `actor`), every field documented; bad values are rejected at load time.
+
+`train` names the actor being improved, the rollouts it learns from and the root folder; every
+stage's files live at fixed places under that root (`TrainLayout`), so stages find each other's
+outputs without a path per section.
 
 Defaults in params.yaml are sized for the embedded CPU run; the authors' hyper-parameters
 (ALGORITHMS.md, SWEET-RL 3 and 7) are noted beside each field and are the GPU profile's values.
 """
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from components.config import _Section
+from components.config import ConfigError, _Section, load_section
 from components.critic.advantage import Normalize
 
 
@@ -67,6 +74,40 @@ class PairsConfig(_Section):
     seed: int = Field(0, description="seed of the turn-pair draw")
 
 
+class TrainConfig(_Section):
+    model: str = Field("models/smollm2-135m-instruct", description="the actor to improve (HF folder)")
+    trajectories: Path = Field(Path("runs/rollouts"), description="rollouts folder holding trajectories.jsonl")
+    out_dir: Path = Field(Path("runs/train"), description="root of every training stage's files")
+    experiment: str = Field("sweetflow-train", min_length=1, description="MLflow experiment")
+
+
+@dataclass(frozen=True)
+class TrainLayout:
+    """Where each training stage reads and writes, under one root folder."""
+
+    root: Path
+
+    @property
+    def pairs(self) -> Path:
+        return self.root / "pairs" / "pairs.jsonl"
+
+    @property
+    def critic_dir(self) -> Path:
+        return self.root / "critic"
+
+    @property
+    def candidates(self) -> Path:
+        return self.root / "candidates" / "candidates.jsonl"
+
+    @property
+    def ranking_dir(self) -> Path:
+        return self.root / "ranking"
+
+    @property
+    def actor_dir(self) -> Path:
+        return self.root / "actor"
+
+
 class CriticConfig(_Section):
     model: str = Field("models/smollm2-135m-instruct", description="base model: critic and frozen reference")
     beta: float = Field(0.1, gt=0.0, description="advantage scale (paper: 0.1)")
@@ -74,11 +115,9 @@ class CriticConfig(_Section):
     max_length: int = Field(4096, ge=64, description="longer dialogues (with the reference) are left out")
     ref_batch_size: int = Field(8, ge=1, description="sequences per forward in the reference pass")
     optim: OptimConfig = Field(default_factory=lambda: OptimConfig(epochs=4), description="authors: 4 epochs")
-    out_dir: Path = Field(Path("runs/critic"), description="checkpoints, metrics and the final critic")
 
 
 class CandidatesConfig(_Section):
-    model: str = Field("models/smollm2-135m-instruct", description="actor that samples the candidates")
     engine: str = Field("auto", pattern="^(auto|vllm|hf|openai)$", description="sampling engine")
     fraction: float = Field(0.1, gt=0.0, le=1.0, description="share of trajectories whose turns are used "
                             "(authors: 10%, against DPO over-fitting)")
@@ -86,7 +125,6 @@ class CandidatesConfig(_Section):
     temperature: float = Field(1.0, gt=0.0, le=5.0, description="sampling temperature")
     max_tokens: int = Field(256, ge=1, description="tokens per candidate")
     seed: int = Field(0, description="selection and sampling seed")
-    out_dir: Path = Field(Path("runs/candidates"), description="candidates.jsonl")
 
 
 class Baseline(str, Enum):
@@ -95,22 +133,41 @@ class Baseline(str, Enum):
 
 
 class RankingConfig(_Section):
-    critic: str = Field("runs/critic/model", description="trained critic (HF folder)")
-    reference: str = Field("models/smollm2-135m-instruct", description="frozen initial critic")
-    baseline: Baseline = Field(Baseline.reference, description="reference (paper) | actor (authors' code: "
-                               "the `actor` model's mean log-prob without c)")
-    actor: str = Field("models/smollm2-135m-instruct", description="actor, for baseline=actor")
-    beta: float = Field(0.1, gt=0.0, description="advantage scale")
+    baseline: Baseline = Field(Baseline.reference, description="reference (paper: the frozen initial critic, "
+                               "with c) | actor (authors' code: the actor's own mean log-prob, without c)")
     max_batch: int = Field(16, ge=1, description="candidates per forward pass (sharing the state's cache)")
-    out_dir: Path = Field(Path("runs/ranking"), description="ranked candidates and turn pairs")
 
 
 class ActorConfig(_Section):
     algo: Algo = Field(Algo.sweet, description="sweet | mtdpo | rft")
-    model: str = Field("models/smollm2-135m-instruct", description="actor to improve (and DPO reference)")
     beta: float = Field(0.1, gt=0.0, description="DPO beta (authors: 0.1)")
     nll_coef: float = Field(0.01, ge=0.0, description="NLL on chosen actions added to DPO (authors: 0.01)")
     max_length: int = Field(4096, ge=64, description="longer sequences are left out")
     ref_batch_size: int = Field(8, ge=1, description="sequences per forward in the reference pass")
     optim: OptimConfig = Field(default_factory=OptimConfig, description="authors: 1 epoch, lr 2e-7")
-    out_dir: Path = Field(Path("runs/actor"), description="checkpoints, metrics and the final actor")
+
+
+def load_sections(models: dict[str, type[BaseModel]], raw: str | None = None) -> dict[str, Any]:
+    """The named sections from a `--config` JSON ({section: values}) when given, else params.yaml."""
+    if raw is None:
+        return {name: load_section(model, name) for name, model in models.items()}
+    values = json.loads(raw)
+    try:
+        return {name: model.model_validate(values[name]) for name, model in models.items()}
+    except (KeyError, ValidationError) as exc:
+        raise ConfigError(f"invalid --config ({', '.join(models)}): {exc}") from None
+
+
+def stage_sections(description: str, models: dict[str, type[BaseModel]], kinds: list[str] | None = None
+                   ) -> tuple[dict[str, Any], str | None]:
+    """Command line of a training stage: `[KIND] [--config JSON]`; returns its sections (and KIND)."""
+    import argparse
+    import logging
+
+    parser = argparse.ArgumentParser(description=description)
+    if kinds:
+        parser.add_argument("kind", choices=kinds)
+    parser.add_argument("--config", help=f"JSON {{{', '.join(models)}: {{...}}}}; default: params.yaml")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return load_sections(models, args.config), getattr(args, "kind", None)

@@ -39,9 +39,9 @@ def stage_config(section: str, cfg: BaseModel, episode: EpisodeSection, data: Da
             "data": data.model_dump(mode="json")}
 
 
-def run_component(module: str, config: dict[str, Any], metrics_path: Path) -> dict:
-    """Run `python -m <module> --config JSON` in a child process; return the metrics.json it wrote."""
-    proc = subprocess.run([sys.executable, "-m", module, "--config", json.dumps(config)])
+def run_component(module: str, config: dict[str, Any], metrics_path: Path, args: Sequence[str] = ()) -> dict:
+    """Run `python -m <module> [ARGS] --config JSON` in a child process; return the metrics file it wrote."""
+    proc = subprocess.run([sys.executable, "-m", module, *args, "--config", json.dumps(config)])
     if proc.returncode != 0:
         raise RuntimeError(f"step {module} failed with exit code {proc.returncode} (see its log above)")
     return json.loads(Path(metrics_path).read_text())

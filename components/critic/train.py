@@ -14,7 +14,6 @@ Run as `python -m components.critic.train --config JSON` (one process per step).
 """
 from __future__ import annotations
 
-import argparse
 import gc
 import json
 import logging
@@ -33,7 +32,7 @@ from components.losses import bradley_terry_loss
 from components.records import Trajectory, TrajectoryPair, read_jsonl
 from components.sequences import TokenSequence, collate
 from components.stage import StageResult
-from components.train_config import CriticConfig
+from components.train_config import CriticConfig, TrainConfig, TrainLayout, stage_sections
 from components.training import checkpoint
 from components.training.loop import summarize_history, train
 from components.training.models import load_frozen, load_trainable, save_model, train_device_dtype
@@ -118,14 +117,16 @@ def run(cfg: CriticConfig, trajectories: Path, pairs: Path, tasks_file: Path, ou
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="Train SWEET-RL's critic (Bradley-Terry on trajectory pairs).")
-    parser.add_argument("--config", required=True, help='JSON {"critic": {...}, "trajectories", "pairs", "tasks"}')
-    args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    raw = json.loads(args.config)
-    cfg = CriticConfig.model_validate(raw["critic"])
+    from components.config import DataConfig
+    from components.data.split import Split
+
+    sections, _ = stage_sections("Train SWEET-RL's critic (Bradley-Terry on trajectory pairs).",
+                                 {"critic": CriticConfig, "train": TrainConfig, "data": DataConfig})
+    cfg, train_cfg = sections["critic"], sections["train"]
     torch.manual_seed(cfg.optim.seed)
-    result = run(cfg, Path(raw["trajectories"]), Path(raw["pairs"]), Path(raw["tasks"]), cfg.out_dir)
+    layout = TrainLayout(train_cfg.out_dir)
+    result = run(cfg, train_cfg.trajectories / "trajectories.jsonl", layout.pairs,
+                 sections["data"].tasks_file(Split.train), layout.critic_dir)
     print(json.dumps(result.metrics))
 
 
