@@ -104,12 +104,16 @@ def run_step(step: Step, config: dict, root: Path) -> dict:
 
 
 @task(name="track-step", task_run_name="track {step.name}")
-def track_step(step: Step, config: dict, metrics: dict, root: Path) -> str:
-    """A nested MLflow run: the step's sections, its metrics and its training curves."""
+def track_step(step: Step, config: dict, metrics: dict, root: Path, parent: str, experiment_id: str) -> str:
+    """A nested MLflow run under `parent`: the step's sections, its metrics and its training curves.
+
+    The parent is passed explicitly: MLflow's active run is thread-local and tasks may run on
+    another thread than the flow."""
     import mlflow
     from mlflow.entities import Metric
 
-    with mlflow.start_run(run_name=step.name, nested=True) as run:
+    with mlflow.start_run(experiment_id=experiment_id, run_name=step.name, nested=True, parent_run_id=parent,
+                          tags=tracking.provenance_tags()) as run:
         mlflow.log_params(tracking.flatten(config))
         mlflow.log_metrics(tracking.numeric(metrics))
         mlflow.log_artifact(str(root / step.metrics))
@@ -144,13 +148,14 @@ def train_flow(params: TrainParams = TrainParams()) -> dict:
     check_inputs(plan)
     tracking.configure()
     results: dict[str, dict] = {}
-    with mlflow.start_run(experiment_id=tracking.experiment_id(plan.sections["train"].experiment),
-                          run_name=f"train {plan.sections['actor'].algo.value}", tags=tracking.provenance_tags()) as run:
+    experiment = tracking.experiment_id(plan.sections["train"].experiment)
+    with mlflow.start_run(experiment_id=experiment, run_name=f"train {plan.sections['actor'].algo.value}",
+                          tags=tracking.provenance_tags()) as run:
         mlflow.log_params(tracking.flatten({"train": plan.sections["train"].model_dump(mode="json"),
                                             "algo": plan.sections["actor"].algo.value}))
         for step in plan.steps:
             metrics = run_step(step, plan.config(step), plan.root)
-            track_step(step, plan.config(step), metrics, plan.root)
+            track_step(step, plan.config(step), metrics, plan.root, run.info.run_id, experiment)
             results[step.name] = metrics
         table = summary_table(plan, results)
         get_run_logger().info("MLflow run %s\n%s", run.info.run_id, table)
