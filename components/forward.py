@@ -7,14 +7,18 @@ dialogue take ~800 MB, while agent tokens are a small share of a ColBench dialog
 `reference_sums` is the separate reference pass of SWEET-RL's critic and of DPO: the frozen
 model's per-turn sums for every sequence, computed once and cached to a JSONL file keyed by the
 model and the sequence's content, so training holds only the trained model in memory and a
-re-run (or a resumed run) does not recompute them.
+re-run (or a resumed run) does not recompute them. Single actions after a prompt (turn-level DPO
+pairs: several candidates of one state) are grouped by prompt and scored with
+components.shared_prefix, one pass over each prompt; whole dialogues go in padded batches.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+from collections import defaultdict
+from itertools import chain
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import torch
 from pydantic import BaseModel
@@ -23,6 +27,7 @@ from tqdm.auto import tqdm
 from components.logprobs import per_turn_logprobs, token_logprobs
 from components.records import read_resumable, write_jsonl
 from components.sequences import Batch, TokenSequence, collate
+from components.shared_prefix import continuation_logprobs
 
 
 def turn_logprob_sums(model, batch: Batch) -> torch.Tensor:
@@ -50,21 +55,53 @@ def sequence_key(model_id: str, seq: TokenSequence) -> str:
     return digest[:24]
 
 
+def action_split(seq: TokenSequence) -> int | None:
+    """Where the action starts when `seq` is one action (turn 0) at the end of a prompt, else None."""
+    if seq.num_turns != 1 or not seq.ids:
+        return None
+    start = seq.turn_index.index(0) if 0 in seq.turn_index else len(seq.ids)
+    ok = start > 0 and all(k == 0 for k in seq.turn_index[start:]) and all(k == -1 for k in seq.turn_index[:start])
+    return start if ok else None
+
+
+def _action_sums(model, seqs: Sequence[TokenSequence], todo: list[int], batch_size: int
+                 ) -> Iterator[dict[int, list[float]]]:
+    """Sums of single actions, one prompt (and its actions) at a time, each prompt encoded once."""
+    groups: dict[tuple[int, ...], list[int]] = defaultdict(list)
+    for i in todo:
+        groups[tuple(seqs[i].ids[: action_split(seqs[i])])].append(i)
+    for prompt, members in tqdm(groups.items(), desc="reference log-probs (shared prompts)", unit="prompt",
+                                disable=not groups):
+        actions = [seqs[i].ids[len(prompt):] for i in members]
+        logps = continuation_logprobs(model, list(prompt), actions, batch_size)
+        yield {i: [float(lp.sum())] for i, lp in zip(members, logps)}
+
+
+def _batched_sums(model, seqs: Sequence[TokenSequence], todo: list[int], pad_id: int,
+                  batch_size: int) -> Iterator[dict[int, list[float]]]:
+    """Per-turn sums of whole sequences, one padded batch at a time (longest first: less padding)."""
+    todo = sorted(todo, key=lambda i: -len(seqs[i].ids))
+    for start in tqdm(range(0, len(todo), batch_size), desc="reference log-probs", unit="batch", disable=not todo):
+        chunk = todo[start:start + batch_size]
+        sums = turn_logprob_sums(model, collate([seqs[i] for i in chunk], pad_id)).cpu()
+        yield {i: sums[j, : seqs[i].num_turns].tolist() for j, i in enumerate(chunk)}
+
+
 @torch.no_grad()
 def reference_sums(model, model_id: str, seqs: Sequence[TokenSequence], cache: Path, pad_id: int,
                    batch_size: int = 8) -> list[list[float]]:
     """Per-turn log-prob sums of `seqs` under the frozen `model`, read from / appended to `cache`."""
     keys = [sequence_key(model_id, s) for s in seqs]
     known = {row.key: row.sums for row in read_resumable(cache, ReferenceRow)}
-    todo = sorted({k: i for i, k in enumerate(keys) if k not in known}.values(), key=lambda i: -len(seqs[i].ids))
+    todo = list({k: i for i, k in enumerate(keys) if k not in known}.values())
+    actions = [i for i in todo if action_split(seqs[i]) is not None]
     was_training = model.training
     model.eval()
-    for start in tqdm(range(0, len(todo), batch_size), desc="reference log-probs", unit="batch",
-                      disable=not todo):
-        chunk = todo[start:start + batch_size]
-        sums = turn_logprob_sums(model, collate([seqs[i] for i in chunk], pad_id)).cpu()
-        rows = [ReferenceRow(key=keys[i], sums=sums[j, : seqs[i].num_turns].tolist()) for j, i in enumerate(chunk)]
-        write_jsonl(cache, rows, append=True)
+    whole = [i for i in todo if action_split(seqs[i]) is None]
+    for part in chain(_action_sums(model, seqs, actions, batch_size),
+                      _batched_sums(model, seqs, whole, pad_id, batch_size)):
+        rows = [ReferenceRow(key=keys[i], sums=sums) for i, sums in part.items()]
+        write_jsonl(cache, rows, append=True)  # appended as computed: a crash loses one batch at most
         known.update({r.key: r.sums for r in rows})
     model.train(was_training)
     return [known[k] for k in keys]

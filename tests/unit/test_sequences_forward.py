@@ -83,3 +83,13 @@ def test_reference_sums_are_cached_and_keyed_by_model_and_content(toy, tmp_path)
         toy.model.embed_tokens.weight.mul_(0)  # a cached value must not be recomputed
     assert reference_sums(toy, "toy", seqs, cache, pad_id=0) == first
     assert reference_sums(toy, "other", seqs[:1], cache, pad_id=0) != first[:1]  # another model: new keys
+
+
+def test_reference_sums_of_actions_sharing_a_prompt_equal_the_batched_forward(toy, tmp_path):
+    seqs = [action_sequence([5, 6, 7], [8, 9]), action_sequence([5, 6, 7], [10]), action_sequence([4], [8, 9, 11]),
+            dialogue_sequence(make_trajectory(turns=[turn(0, [3, 4], [5]), turn(1, [3, 4, 5, 6], [7, 8])]))]
+    got = reference_sums(toy, "toy", seqs, tmp_path / "ref.jsonl", pad_id=0, batch_size=2)
+    with torch.no_grad():
+        want = turn_logprob_sums(toy, collate(seqs, 0))
+    for row, seq, expected in zip(got, seqs, want):
+        assert row == pytest.approx(expected[: seq.num_turns].tolist(), abs=1e-4)
