@@ -184,3 +184,32 @@ def score(
     except RecordError as exc:
         _fail(str(exc))
     typer.echo(json.dumps(summary))
+
+
+@app.command("compare")
+def compare(
+    experiment: Optional[str] = typer.Option(None, help="MLflow experiment of the pipeline runs "
+                                             "[sweetflow-pipeline]"),
+    out: Path = typer.Option(Path("runs/compare"), help="folder for the plot (compare.png)"),
+    metric: Optional[list[str]] = typer.Option(None, "--metric", help="a further eval metric to show as a "
+                                               "column and a plot panel (repeatable)"),
+) -> None:
+    """Table (and PNG plot) of evaluated iterations per pipeline run: algo, success, tests passed."""
+    from components import tracking
+    from components.compare import DEFAULT_EXPERIMENT, CompareError, eval_runs, format_table, plot
+
+    uri = tracking.configure()
+    name = experiment or DEFAULT_EXPERIMENT
+    try:
+        df = eval_runs(name, metrics=metric or ())
+    except CompareError as exc:
+        if experiment is not None:
+            _fail(str(exc))
+        typer.echo(f"nothing to compare: no pipeline runs yet ({exc}); run `sweetflow run` first")
+        return
+    if df.empty:
+        typer.echo(f"nothing to compare: experiment '{name}' at {uri} has no evaluation runs "
+                   "(tag sweetflow.kind=eval) yet")
+        return
+    typer.echo(format_table(df))
+    typer.echo(f"\nplot: {plot(df, out / 'compare.png')}")
