@@ -192,13 +192,17 @@ def run(cfg: EvalConfig, episode: EpisodeSection, data: DataConfig, out_dir: Pat
 
 def stage_main(description: str, model: type[C], section: str,
                run_stage: Callable[[C, EpisodeSection, DataConfig, Path], StageResult]) -> None:
-    """`python -m components.<stage> [--config JSON]`: run the stage, print its flat metrics as JSON."""
+    """`python -m components.<stage> [--config JSON | --model M --out DIR]`: run the stage, print its flat
+    metrics as JSON. `--model`/`--out` override params.yaml (e.g. DVC evaluating the trained actor)."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--config", help=f"JSON {{{section}: {{...}}, episode: {{...}}, data: {{...}}}}; "
                         "default: params.yaml")
+    parser.add_argument("--model", help=f"agent model [params.yaml {section}.model]")
+    parser.add_argument("--out", help=f"output folder [params.yaml {section}.out_dir]")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    cfg, episode, data = stage_sections(model, section, json.loads(args.config) if args.config else None)
+    cfg, episode, data = stage_sections(model, section, json.loads(args.config) if args.config else None,
+                                        overrides={"model": args.model, "out_dir": args.out})
     result = run_stage(cfg, episode, data, cfg.out_dir)
     print(json.dumps({k: v for k, v in result.metrics.items() if not isinstance(v, dict)}))
 
