@@ -49,10 +49,12 @@ class Step:
     metrics: str                      # metrics file, relative to the layout root
     args: tuple[str, ...] = ()
     curves: str | None = None         # folder holding train_metrics.jsonl, relative to the root
+    artifacts: tuple[str, ...] = ()   # further files to keep in MLflow, relative to the root
 
 
 PAIRS = Step("trajectory pairs", "components.pairs", ("pairs", "train"), "pairs/pairs_metrics.json", ("trajectory",))
-CRITIC = Step("critic", "components.critic.train", ("critic", "train", "data"), "critic/metrics.json", curves="critic")
+CRITIC = Step("critic", "components.critic.train", ("critic", "train", "data"), "critic/metrics.json", curves="critic",
+              artifacts=("critic/advantages.md",))
 CANDIDATES = Step("candidates", "components.candidates", ("candidates", "train", "episode"),
                   "candidates/candidates_metrics.json")
 RANKING = Step("ranking", "components.ranking", ("ranking", "critic", "train", "data"), "ranking/ranking_metrics.json")
@@ -116,7 +118,8 @@ def track_step(step: Step, config: dict, metrics: dict, root: Path, parent: str,
                           tags=tracking.provenance_tags()) as run:
         mlflow.log_params(tracking.flatten(config))
         mlflow.log_metrics(tracking.numeric(metrics))
-        mlflow.log_artifact(str(root / step.metrics))
+        for name in (step.metrics, *step.artifacts):
+            mlflow.log_artifact(str(root / name))
         if step.curves and (root / step.curves / METRICS_FILE).exists():
             rows = [json.loads(line) for line in (root / step.curves / METRICS_FILE).read_text().splitlines()]
             curve = [Metric(f"train/{k}", float(v), 0, int(r["step"])) for r in rows for k, v in r.items()

@@ -3,7 +3,7 @@
 `critic_sequence`: a trajectory's stored token ids behind the reference prefix built from the
 task's training-time information c (`hidden_information`; the actor never sees it).
 `dialogue_advantages`: the critic's per-turn advantages of whole dialogues (eq. 1), for held-out
-checks and the per-turn advantage view in MLflow.
+checks and `render_advantages`, the per-turn advantage view of sample dialogues kept in MLflow.
 """
 from __future__ import annotations
 
@@ -52,3 +52,17 @@ def pad_sums(rows: Sequence[list[float]], width: int) -> torch.Tensor:
     for i, row in enumerate(rows):
         out[i, : len(row)] = torch.tensor(row, dtype=torch.float32)
     return out
+
+
+def render_advantages(items: Sequence[tuple[str, Trajectory, list[float]]]) -> str:
+    """Markdown: per dialogue, each agent turn's advantage beside the start of its action."""
+    lines = ["# Critic advantages per agent turn", "",
+             "A(o_t, a_t, c) = beta * mean token log-ratio (critic vs its frozen initial copy, both seeing c).", ""]
+    for title, traj, adv in items:
+        lines += [f"## {title}: trajectory {traj.key}, score {traj.score}", "", "| turn | advantage | action |",
+                  "|---:|---:|---|"]
+        for turn, a in zip(traj.turns, adv):
+            action = " ".join(turn.action.split())[:120].replace("|", "\\|")
+            lines.append(f"| {turn.index} | {a:+.4f} | {action} |")
+        lines.append("")
+    return "\n".join(lines)

@@ -4,7 +4,8 @@ Reads: the scored rollouts (`trajectories.jsonl`), their trajectory pairs (`pair
 components.pairs) and the tasks file (for the training-time information c). Writes to out_dir:
 `reference_logprobs.jsonl` (the frozen reference critic's per-turn sums, one pass, cached),
 `checkpoints/step-N/`, `train_metrics.jsonl` (one row per step), `model/` (the trained critic,
-an HF folder with `train_config.json`) and `metrics.json`.
+an HF folder with `train_config.json`), `advantages.md` (the trained critic's per-turn advantages
+on the first pairs' dialogues) and `metrics.json`.
 
 Implements Zhou et al. 2025, eq. 1-2 (ALGORITHMS.md SWEET-RL 3): score(tau) = sum over agent turns
 of beta * mean_l [log pi_critic - log pi_ref] with c in context; loss = -log sigmoid(score(chosen)
@@ -25,7 +26,8 @@ from pathlib import Path
 import torch
 
 from components.critic.advantage import trajectory_scores
-from components.critic.dialogues import critic_sequence, pad_sums, task_of
+from components.critic.dialogues import (critic_sequence, dialogue_advantages, pad_sums, render_advantages,
+                                         task_of)
 from components.data.tasks import load_backend_tasks
 from components.forward import reference_sums, turn_logprob_sums
 from components.losses import bradley_terry_loss
@@ -38,6 +40,7 @@ from components.training.loop import summarize_history, train
 from components.training.models import load_frozen, load_trainable, save_model, train_device_dtype
 
 log = logging.getLogger(__name__)
+SAMPLE_PAIRS = 3  # pairs whose dialogues get the per-turn advantage view
 
 
 @dataclass(frozen=True)
@@ -49,16 +52,15 @@ class CriticPair:
 
 
 def pair_sequences(pairs: list[TrajectoryPair], trajs: dict[str, Trajectory], tasks, tokenizer,
-                   max_length: int) -> tuple[list[tuple[TokenSequence, TokenSequence]], int]:
-    """(chosen, rejected) critic sequences of the pairs that fit `max_length`; and how many did not."""
+                   max_length: int) -> tuple[list[tuple[TokenSequence, TokenSequence]], list[TrajectoryPair]]:
+    """(chosen, rejected) critic sequences of the pairs that fit `max_length`, and those pairs."""
     seq_of: dict[str, TokenSequence] = {}
     for key in {k for p in pairs for k in (p.chosen, p.rejected)}:
         if key not in trajs:
             raise ValueError(f"pairs name trajectory {key}, which the trajectories file does not hold")
         seq_of[key] = critic_sequence(trajs[key], task_of(trajs[key].task_id, trajs[key].task_index, tasks), tokenizer)
-    kept = [(seq_of[p.chosen], seq_of[p.rejected]) for p in pairs
-            if max(len(seq_of[p.chosen].ids), len(seq_of[p.rejected].ids)) <= max_length]
-    return kept, len(pairs) - len(kept)
+    kept = [p for p in pairs if max(len(seq_of[p.chosen].ids), len(seq_of[p.rejected].ids)) <= max_length]
+    return [(seq_of[p.chosen], seq_of[p.rejected]) for p in kept], kept
 
 
 def bt_loss_fn(beta: float, normalize, pad_id: int):
@@ -88,6 +90,17 @@ def critic_pairs(cfg: CriticConfig, seq_pairs, tokenizer, out_dir: Path) -> list
     return [CriticPair(c, r, sums[2 * i], sums[2 * i + 1]) for i, (c, r) in enumerate(seq_pairs)]
 
 
+def write_advantage_view(model, examples: list[CriticPair], pairs: list[TrajectoryPair],
+                         trajs: dict[str, Trajectory], beta: float, pad_id: int, path: Path) -> None:
+    """advantages.md: the trained critic's per-turn advantages on the first pairs' two dialogues."""
+    seqs = [s for e in examples for s in (e.chosen, e.rejected)]
+    refs = [r for e in examples for r in (e.ref_chosen, e.ref_rejected)]
+    adv = dialogue_advantages(model, seqs, refs, beta, pad_id)
+    items = [(f"pair {i // 2 + 1} {'chosen' if i % 2 == 0 else 'rejected'}",
+              trajs[pairs[i // 2].chosen if i % 2 == 0 else pairs[i // 2].rejected], a) for i, a in enumerate(adv)]
+    path.write_text(render_advantages(items))
+
+
 def run(cfg: CriticConfig, trajectories: Path, pairs: Path, tasks_file: Path, out_dir: Path) -> StageResult:
     """Train the critic; see the module docstring for the files written."""
     from transformers import AutoTokenizer
@@ -100,7 +113,8 @@ def run(cfg: CriticConfig, trajectories: Path, pairs: Path, tasks_file: Path, ou
     if not pair_rows:
         raise ValueError(f"{pairs} holds no trajectory pairs: no task was solved in the rollouts "
                          "(lower pairs.min_chosen_score or collect more rollouts)")
-    seq_pairs, too_long = pair_sequences(pair_rows, trajs, load_backend_tasks(tasks_file), tokenizer, cfg.max_length)
+    seq_pairs, kept = pair_sequences(pair_rows, trajs, load_backend_tasks(tasks_file), tokenizer, cfg.max_length)
+    too_long = len(pair_rows) - len(kept)
     if too_long:
         log.warning("%d of %d pairs exceed max_length %d and are left out", too_long, len(pair_rows), cfg.max_length)
     examples = critic_pairs(cfg, seq_pairs, tokenizer, out_dir)
@@ -108,6 +122,8 @@ def run(cfg: CriticConfig, trajectories: Path, pairs: Path, tasks_file: Path, ou
     model = load_trainable(cfg.model, cfg.optim, checkpoint.latest(out_dir))
     history = train(model, examples, bt_loss_fn(cfg.beta, cfg.normalize, tokenizer.pad_token_id), cfg.optim,
                     out_dir, config, tokens_of=lambda part: sum(len(p.chosen.ids) + len(p.rejected.ids) for p in part))
+    write_advantage_view(model, examples[:SAMPLE_PAIRS], kept[:SAMPLE_PAIRS], trajs, cfg.beta,
+                         tokenizer.pad_token_id, out_dir / "advantages.md")
     model_dir = save_model(model, tokenizer, out_dir / "model", config)
     metrics = summarize_history(history) | {
         "pairs": len(examples), "pairs_too_long": too_long, "seconds": time.perf_counter() - started,

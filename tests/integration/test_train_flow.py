@@ -71,6 +71,10 @@ def test_sweet_flow_runs_every_step_and_tracks_each_in_mlflow(workdir):
     critic = runs["critic"]
     assert critic.data.params["critic.beta"] == "0.1" and "final_loss" in critic.data.metrics
     curve = mlflow.tracking.MlflowClient().get_metric_history(critic.info.run_id, "train/loss")
+    view = (root / "critic" / "advantages.md").read_text()
+    assert view.count("| 0 | ") >= 2 and "pair 1 chosen" in view and "pair 1 rejected" in view
+    logged = {a.path for a in mlflow.tracking.MlflowClient().list_artifacts(critic.info.run_id)}
+    assert {"advantages.md", "metrics.json", "train_metrics.jsonl"} <= logged
     steps = int(critic.data.metrics["steps"])
     assert 1 <= steps <= 3 and sorted(m.step for m in curve) == list(range(1, steps + 1))
     actor_rows = [json.loads(line) for line in (root / "actor" / "train_metrics.jsonl").read_text().splitlines()]
