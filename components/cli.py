@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -17,7 +18,14 @@ app.add_typer(data_app, name="data")
 app.add_typer(model_app, name="model")
 
 
+def _exit_on_sigterm(signum, frame) -> None:
+    raise SystemExit(128 + signum)
+
+
 def _setup() -> None:
+    """Environment defaults and logging; SIGTERM unwinds like Ctrl-C, so the step's child process and
+    Prefect's ephemeral API server are stopped instead of left running."""
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     os.environ.setdefault("DVC_NO_ANALYTICS", "1")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")

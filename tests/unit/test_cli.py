@@ -68,3 +68,19 @@ def test_score_command_contract(tmp_path):
     assert [(r["index"], r["score"], r["success"]) for r in rows[:2]] == [(0, 1.0, True), (1, 0.0, False)]
     assert rows[2]["error"] and rows[2]["score"] == 0
     assert summary == {"n": 3, "tests_passed": pytest.approx(1 / 3), "success_rate": pytest.approx(1 / 3)}
+
+
+def test_sigterm_unwinds_like_ctrl_c_so_children_and_servers_are_stopped():
+    import os
+    import signal
+
+    from components import cli
+
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        cli._setup()
+        with pytest.raises(SystemExit) as exited:
+            os.kill(os.getpid(), signal.SIGTERM)  # the handler runs before the next statement
+        assert exited.value.code == 128 + signal.SIGTERM
+    finally:
+        signal.signal(signal.SIGTERM, previous)
