@@ -89,6 +89,8 @@ def evaluate(
     split: Optional[str] = typer.Option(None, help="train | eval | all [eval.split]"),
     simulator_model: Optional[str] = typer.Option(None, help="llm simulator: model folder or OpenAI URL"),
     simulator_engine: Optional[str] = typer.Option(None, help="engine of the simulator model"),
+    register: bool = typer.Option(False, "--register", help="register the model (a local folder) in the MLflow "
+                                  "registry as `candidate`; `champion` only if it beats the current champion"),
 ) -> None:
     """Evaluate a model on ColBench backend tasks (a Prefect flow; logged to MLflow)."""
     from flows.eval_flow import EvalParams, eval_flow, resolve, summary_table
@@ -96,11 +98,15 @@ def evaluate(
     _setup()
     params = EvalParams(model=model, limit=limit, simulator=simulator, engine=engine, seeds=_seeds(seed, seeds),
                         out_dir=out, split=split, simulator_model=simulator_model,
-                        simulator_engine=simulator_engine)
+                        simulator_engine=simulator_engine, register_model=register)
     cfg = _resolve_checked(resolve, params)
     metrics = eval_flow(params)
     typer.echo(f"\nevaluation of {cfg.model} ({cfg.simulator.value} simulator), outputs in {cfg.out_dir}, "
                f"MLflow run {metrics['mlflow_run_id']}:\n{summary_table(metrics)}")
+    if register:
+        gated = metrics["registry"]
+        typer.echo(f"registry: version {gated['version']} is `candidate`; champion is version {gated['champion']} "
+                   f"({gated['reason']})")
 
 
 @app.command("rollouts")

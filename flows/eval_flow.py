@@ -7,12 +7,14 @@ the metrics. Runs on Prefect's ephemeral API: no server needed.
 """
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 from pydantic import Field
 
-from components.config import DataConfig, EpisodeSection, EvalConfig, stage_sections
+from components import registry, tracking
+from components.config import ConfigError, DataConfig, EpisodeSection, EvalConfig, stage_sections
 from flows.steps import EpisodeStageParams, format_table, log_stage_run, run_component, stage_config
 
 
@@ -20,11 +22,17 @@ class EvalParams(EpisodeStageParams):
     """Parameters of the eval flow; None keeps the params.yaml value (shown as a form in the UI)."""
 
     seeds: list[int] | None = Field(None, description="one evaluation per seed")
+    register_model: bool = Field(False, description="register the evaluated model (a local folder) in the MLflow "
+                           "registry as `candidate`, and as `champion` if it beats the current champion")
 
 
 def resolve(params: EvalParams) -> tuple[EvalConfig, EpisodeSection, DataConfig]:
     """params.yaml sections with the flow parameters applied; raises ConfigError on bad values."""
-    return stage_sections(EvalConfig, "eval", overrides=params.model_dump())
+    overrides = params.model_dump(exclude={"register_model"})
+    cfg, episode, data = stage_sections(EvalConfig, "eval", overrides=overrides)
+    if params.register_model and not Path(cfg.model).is_dir():
+        raise ConfigError(f"--register needs a local model folder; '{cfg.model}' is not one")
+    return cfg, episode, data
 
 
 @task(name="evaluate", timeout_seconds=6 * 3600)
@@ -39,6 +47,16 @@ def track_step(cfg: EvalConfig, episode: EpisodeSection, data: DataConfig, metri
     """Log the run to MLflow: resolved config, metrics, outputs and sample dialogues."""
     return log_stage_run(cfg.experiment, f"eval {Path(cfg.model).name}", stage_config("eval", cfg, episode, data),
                          metrics, cfg.out_dir, cfg.sample_dialogues, ("metrics.json", "scores.jsonl"))
+
+
+@task(name="registry gate")
+def gate_step(cfg: EvalConfig, run_id: str, metrics: dict) -> dict:
+    """Register the evaluated model as `candidate`; promote it to `champion` only if it beats it."""
+    tracking.configure()
+    result = registry.gate(Path(cfg.model), run_id, metrics)
+    get_run_logger().info("registry: %s v%s %s (%s)", registry.MODEL_NAME, result.version,
+                          "promoted to champion" if result.promoted else "kept as candidate", result.reason)
+    return asdict(result)
 
 
 def summary_table(metrics: dict) -> str:
@@ -62,4 +80,5 @@ def eval_flow(params: EvalParams = EvalParams()) -> dict:
     metrics = evaluate_step(cfg, episode, data)
     run_id = track_step(cfg, episode, data, metrics)
     get_run_logger().info("MLflow run %s\n%s", run_id, summary_table(metrics))
-    return metrics | {"mlflow_run_id": run_id}
+    gated = {"registry": gate_step(cfg, run_id, metrics)} if params.register_model else {}
+    return metrics | {"mlflow_run_id": run_id} | gated

@@ -59,7 +59,7 @@ def test_eval_flow_hf_engine_tracks_to_mlflow(workdir):
     from flows.eval_flow import EvalParams, eval_flow
 
     write_params(workdir, "hf", 2)
-    result = eval_flow(EvalParams())
+    result = eval_flow(EvalParams(register_model=True))
     metrics = check_outputs(workdir / "out", 2)
     assert result["success_rate"] == metrics["success_rate"]
     run = mlflow.get_run(result["mlflow_run_id"])
@@ -68,6 +68,10 @@ def test_eval_flow_hf_engine_tracks_to_mlflow(workdir):
     assert "git_commit" in run.data.tags
     artifacts = {a.path for a in mlflow.MlflowClient().list_artifacts(run.info.run_id)}
     assert {"dialogues.md", "metrics.json", "scores.jsonl"} <= artifacts
+    gated = result["registry"]  # the first registered model becomes candidate and champion
+    assert gated["promoted"] and gated["champion"] == gated["version"]
+    version = mlflow.MlflowClient().get_model_version_by_alias("sweetflow-actor", "candidate")
+    assert version.source == str(MODEL.resolve()) and version.run_id == run.info.run_id
 
 
 def test_eval_resumes_without_duplicating_episodes(workdir):

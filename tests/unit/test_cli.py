@@ -84,3 +84,8 @@ def test_sigterm_unwinds_like_ctrl_c_so_children_and_servers_are_stopped():
         assert exited.value.code == 128 + signal.SIGTERM
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def test_eval_register_needs_a_local_model_folder():
+    result = runner.invoke(app, ["eval", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--register"])
+    assert result.exit_code == 2 and "--register needs a local model folder" in result.output
