@@ -25,10 +25,10 @@ SCHEDULER_BROKEN = ("the Prefect server could not insert scheduled runs; with SQ
 
 @pytest.fixture
 def client():
+    """A client with Prefect's default retries: the test server's SQLite answers 503 (retryable) when busy."""
     from prefect import get_client
-    from prefect.settings import PREFECT_CLIENT_MAX_RETRIES, temporary_settings
 
-    with temporary_settings(updates={PREFECT_CLIENT_MAX_RETRIES: 0}), get_client(sync_client=True) as c:
+    with get_client(sync_client=True) as c:
         yield c
 
 
@@ -116,6 +116,7 @@ def test_clear_errors_for_a_bad_cron_an_unknown_flow_and_a_wrong_pool_type(clien
 
 
 def test_cli_serve_registers_for_a_work_pool_and_rejects_bad_input(client, monkeypatch):
+    from prefect.settings import PREFECT_CLIENT_MAX_RETRIES, temporary_settings
     from typer.testing import CliRunner
 
     from components.cli import app
@@ -126,7 +127,8 @@ def test_cli_serve_registers_for_a_work_pool_and_rejects_bad_input(client, monke
     monkeypatch.setitem(FLOWS, "missing", "flows.not_written_yet:some_flow")
     result = runner.invoke(app, ["serve", "--cron", CRON, "--flow", "missing"])
     assert result.exit_code == 2 and "cannot be imported" in result.output
-    result = runner.invoke(app, ["serve", "--cron", CRON, "--flow", "eval", "--api-url", "http://127.0.0.1:9/api"])
+    with temporary_settings(updates={PREFECT_CLIENT_MAX_RETRIES: 0}):  # nothing listens there: fail at once
+        result = runner.invoke(app, ["serve", "--cron", CRON, "--flow", "eval", "--api-url", "http://127.0.0.1:9/api"])
     assert result.exit_code == 2 and "no Prefect server answers at http://127.0.0.1:9/api" in result.output
 
     result = runner.invoke(app, ["serve", "--cron", "30 1 * * 1", "--flow", "eval", "--name", "it-cli",
