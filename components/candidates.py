@@ -12,7 +12,6 @@ Run as `python -m components.candidates [--config JSON]`.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import time
@@ -21,20 +20,16 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from components.data.split import hashed_below
 from components.engines.base import SamplingConfig
 from components.evaluate import engine_for
 from components.records import Candidate, Trajectory, TurnCandidates, read_jsonl, read_resumable, write_jsonl
 from components.rollout.driver import derive_seed
 from components.stage import StageResult
-from components.train_config import CandidatesConfig, TrainConfig, TrainLayout, stage_sections
+from components.train_config import CandidatesConfig, TrainConfig, TrainLayout, stage_cli
 
 log = logging.getLogger(__name__)
 CHUNK_STATES = 32  # states per generate call: the unit of crash-safe progress
-
-
-def selected(key: str, fraction: float, seed: int) -> bool:
-    digest = hashlib.sha256(f"{seed}/{key}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") < fraction * 2**64
 
 
 @dataclass(frozen=True)
@@ -51,7 +46,7 @@ class State:
 
 def select_states(trajs: list[Trajectory], fraction: float, seed: int, max_prompt: int) -> list[State]:
     """Every turn state of the selected trajectories whose prompt leaves room for a candidate."""
-    return [State(t, turn.index) for t in trajs if selected(t.key, fraction, seed)
+    return [State(t, turn.index) for t in trajs if hashed_below(f"{seed}/{t.key}", fraction)
             for turn in t.turns if len(turn.prompt_ids) <= max_prompt]
 
 
@@ -99,7 +94,7 @@ def run(cfg: CandidatesConfig, model: str, trajectories: Path, max_model_len: in
 def main() -> None:
     from components.config import EpisodeSection
 
-    sections, _ = stage_sections("Sample N candidate actions per turn state (SWEET-RL step 4).",
+    sections, _ = stage_cli("Sample N candidate actions per turn state (SWEET-RL step 4).",
                                  {"candidates": CandidatesConfig, "train": TrainConfig, "episode": EpisodeSection})
     train_cfg = sections["train"]
     result = run(sections["candidates"], train_cfg.model, train_cfg.trajectories / "trajectories.jsonl",

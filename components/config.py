@@ -133,8 +133,13 @@ def load_section(model: type[C], section: str, overrides: dict[str, Any] | None 
     try:
         return model.model_validate(values)
     except ValidationError as exc:
-        lines = [f"  {section}.{'.'.join(map(str, e['loc'])) or '<section>'}: {e['msg']}" for e in exc.errors()]
+        lines = error_lines(section, exc)
         raise ConfigError(f"invalid configuration in {path} [{section}]:\n" + "\n".join(lines)) from None
+
+
+def error_lines(section: str, exc: ValidationError) -> list[str]:
+    """One `  section.field: message` line per problem."""
+    return [f"  {section}.{'.'.join(map(str, e['loc'])) or '<section>'}: {e['msg']}" for e in exc.errors()]
 
 
 def stage_sections(model: type[C], section: str, raw: dict[str, Any] | None = None,

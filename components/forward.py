@@ -13,6 +13,7 @@ components.shared_prefix, one pass over each prompt; whole dialogues go in padde
 """
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 from collections import defaultdict
@@ -87,6 +88,19 @@ def _batched_sums(model, seqs: Sequence[TokenSequence], todo: list[int], pad_id:
         yield {i: sums[j, : seqs[i].num_turns].tolist() for j, i in enumerate(chunk)}
 
 
+def frozen_reference_sums(model_path: str, dtype: str, seqs: Sequence[TokenSequence], cache: Path, pad_id: int,
+                          batch_size: int) -> list[list[float]]:
+    """`reference_sums` under the frozen model at `model_path`, loaded for this pass and released after,
+    so the training that follows holds only the trained model."""
+    from components.training.models import load_frozen, train_device_dtype
+
+    model = load_frozen(model_path, *train_device_dtype(dtype))
+    sums = reference_sums(model, model_path, seqs, cache, pad_id, batch_size)
+    del model
+    gc.collect()
+    return sums
+
+
 @torch.no_grad()
 def reference_sums(model, model_id: str, seqs: Sequence[TokenSequence], cache: Path, pad_id: int,
                    batch_size: int = 8) -> list[list[float]]:
@@ -94,10 +108,11 @@ def reference_sums(model, model_id: str, seqs: Sequence[TokenSequence], cache: P
     keys = [sequence_key(model_id, s) for s in seqs]
     known = {row.key: row.sums for row in read_resumable(cache, ReferenceRow)}
     todo = list({k: i for i, k in enumerate(keys) if k not in known}.values())
-    actions = [i for i in todo if action_split(seqs[i]) is not None]
+    is_action = {i: action_split(seqs[i]) is not None for i in todo}
+    actions = [i for i in todo if is_action[i]]
+    whole = [i for i in todo if not is_action[i]]
     was_training = model.training
     model.eval()
-    whole = [i for i in todo if action_split(seqs[i]) is None]
     for part in chain(_action_sums(model, seqs, actions, batch_size),
                       _batched_sums(model, seqs, whole, pad_id, batch_size)):
         rows = [ReferenceRow(key=keys[i], sums=sums) for i, sums in part.items()]

@@ -23,7 +23,7 @@ from typing import Sequence
 
 from components.records import Trajectory, TrajectoryPair, TurnCandidates, TurnPair, read_jsonl, write_jsonl
 from components.stage import StageResult
-from components.train_config import PairsConfig, TrainConfig, TrainLayout, stage_sections
+from components.train_config import PairsConfig, TrainConfig, TrainLayout, stage_cli
 
 
 def trajectory_pairs(trajs: Sequence[Trajectory], min_chosen_score: float = 1.0
@@ -95,7 +95,7 @@ def run_turn(cfg: PairsConfig, ranked: Path, out_dir: Path) -> StageResult:
 
 
 def main() -> None:
-    sections, kind = stage_sections("Preference pairs: trajectory pairs (from rollouts) or turn pairs (from "
+    sections, kind = stage_cli("Preference pairs: trajectory pairs (from rollouts) or turn pairs (from "
                                     "ranked candidates).", {"pairs": PairsConfig, "train": TrainConfig},
                                     kinds=["trajectory", "turn"])
     cfg, train_cfg = sections["pairs"], sections["train"]

@@ -15,7 +15,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from components.config import (PARAMS, ConfigError, DataConfig, EpisodeSection, EvalConfig, ModelConfig,
-                               RolloutsConfig, read_params)
+                               RolloutsConfig, error_lines, read_params)
 from components.train_config import (ActorConfig, CandidatesConfig, CriticConfig, PairsConfig, RankingConfig,
                                      TrainConfig)
 
@@ -79,7 +79,7 @@ def validate(doc: dict) -> dict[str, BaseModel]:
         try:
             models[name] = model.model_validate(doc.get(name) or {})
         except ValidationError as exc:
-            problems += [f"  {name}.{'.'.join(map(str, e['loc'])) or '<section>'}: {e['msg']}" for e in exc.errors()]
+            problems += error_lines(name, exc)
     unknown = sorted(set(doc) - set(SECTIONS))
     problems += [f"  {name}: unknown section" for name in unknown]
     if problems:

@@ -32,8 +32,8 @@ from components.records import Candidate, TurnCandidates, read_jsonl, read_resum
 from components.sequences import reference_prefix
 from components.shared_prefix import continuation_logprobs
 from components.stage import StageResult
-from components.train_config import (Baseline, CriticConfig, OptimConfig, RankingConfig, TrainConfig, TrainLayout,
-                                     stage_sections)
+from components.train_config import (Baseline, CriticConfig, RankingConfig, TrainConfig, TrainLayout,
+                                     stage_cli)
 from components.training.models import load_frozen, train_device_dtype
 
 log = logging.getLogger(__name__)
@@ -61,8 +61,7 @@ def candidate_means(model_path: str, states: list[TurnCandidates], prefix_of: Ca
     known = {r.state: r.means for r in read_resumable(cache, StateMeans)} if cache else {}
     todo = [s for s in states if state_key(s) not in known]
     if todo:
-        device, dtype = train_device_dtype(OptimConfig())
-        model = load_frozen(model_path, device, dtype)
+        model = load_frozen(model_path, *train_device_dtype())
         for state in tqdm(todo, desc=f"scoring with {Path(model_path).name}", unit="state"):
             logps = continuation_logprobs(model, prefix_of(state), [c.response_ids for c in state.candidates],
                                           max_batch)
@@ -122,7 +121,7 @@ def main() -> None:
     from components.config import DataConfig
     from components.data.split import Split
 
-    sections, _ = stage_sections("Rank candidate actions with the critic (SWEET-RL step 5).",
+    sections, _ = stage_cli("Rank candidate actions with the critic (SWEET-RL step 5).",
                                  {"ranking": RankingConfig, "critic": CriticConfig, "train": TrainConfig,
                                   "data": DataConfig})
     critic, train_cfg = sections["critic"], sections["train"]

@@ -158,7 +158,7 @@ def load_sections(models: dict[str, type[BaseModel]], raw: str | None = None) ->
         raise ConfigError(f"invalid --config ({', '.join(models)}): {exc}") from None
 
 
-def stage_sections(description: str, models: dict[str, type[BaseModel]], kinds: list[str] | None = None
+def stage_cli(description: str, models: dict[str, type[BaseModel]], kinds: list[str] | None = None
                    ) -> tuple[dict[str, Any], str | None]:
     """Command line of a training stage: `[KIND] [--config JSON]`; returns its sections (and KIND)."""
     import argparse

@@ -15,7 +15,6 @@ Run as `python -m components.actor.train [--config JSON]`.
 """
 from __future__ import annotations
 
-import gc
 import json
 import logging
 import time
@@ -24,15 +23,15 @@ from pathlib import Path
 
 import torch
 
-from components.forward import reference_sums, turn_logprob_sums
+from components.forward import frozen_reference_sums, turn_logprob_sums
 from components.losses import dpo_loss
 from components.records import Trajectory, TrajectoryPair, TurnPair, read_jsonl
 from components.sequences import TokenSequence, action_sequence, collate, dialogue_sequence
 from components.stage import StageResult
-from components.train_config import ActorConfig, Algo, TrainConfig, TrainLayout, stage_sections
+from components.train_config import ActorConfig, Algo, TrainConfig, TrainLayout, stage_cli
 from components.training import checkpoint
 from components.training.loop import summarize_history, train
-from components.training.models import load_frozen, load_trainable, save_model, train_device_dtype
+from components.training.models import load_trainable, save_model
 
 log = logging.getLogger(__name__)
 
@@ -106,12 +105,9 @@ def sft_loss_fn(pad_id: int):
 def with_reference(cfg: ActorConfig, model: str, pairs: list[tuple[TokenSequence, TokenSequence]], pad_id: int,
                    out_dir: Path) -> list[DpoExample]:
     """DPO examples carrying the initial actor's summed log-probs (one cached pass)."""
-    device, dtype = train_device_dtype(cfg.optim)
-    ref_model = load_frozen(model, device, dtype)
     flat = [s for pair in pairs for s in pair]
-    sums = reference_sums(ref_model, model, flat, out_dir / "reference_logprobs.jsonl", pad_id, cfg.ref_batch_size)
-    del ref_model
-    gc.collect()
+    sums = frozen_reference_sums(model, cfg.optim.dtype, flat, out_dir / "reference_logprobs.jsonl", pad_id,
+                                 cfg.ref_batch_size)
     return [DpoExample(c, r, sum(sums[2 * i]), sum(sums[2 * i + 1])) for i, (c, r) in enumerate(pairs)]
 
 
@@ -155,7 +151,7 @@ def run(cfg: ActorConfig, model: str, inputs: ActorInputs, out_dir: Path) -> Sta
 
 
 def main() -> None:
-    sections, _ = stage_sections("Train the actor: sweet (turn DPO) | mtdpo | rft.",
+    sections, _ = stage_cli("Train the actor: sweet (turn DPO) | mtdpo | rft.",
                                  {"actor": ActorConfig, "train": TrainConfig})
     cfg, train_cfg = sections["actor"], sections["train"]
     torch.manual_seed(cfg.optim.seed)

@@ -15,7 +15,6 @@ Run as `python -m components.critic.train --config JSON` (one process per step).
 """
 from __future__ import annotations
 
-import gc
 import json
 import logging
 import resource
@@ -29,15 +28,15 @@ from components.critic.advantage import trajectory_scores
 from components.critic.dialogues import (critic_sequence, dialogue_advantages, pad_sums, render_advantages,
                                          task_of)
 from components.data.tasks import load_backend_tasks
-from components.forward import reference_sums, turn_logprob_sums
+from components.forward import frozen_reference_sums, turn_logprob_sums
 from components.losses import bradley_terry_loss
 from components.records import Trajectory, TrajectoryPair, read_jsonl
 from components.sequences import TokenSequence, collate
 from components.stage import StageResult
-from components.train_config import CriticConfig, TrainConfig, TrainLayout, stage_sections
+from components.train_config import CriticConfig, TrainConfig, TrainLayout, stage_cli
 from components.training import checkpoint
 from components.training.loop import summarize_history, train
-from components.training.models import load_frozen, load_trainable, save_model, train_device_dtype
+from components.training.models import load_trainable, save_model
 
 log = logging.getLogger(__name__)
 SAMPLE_PAIRS = 3  # pairs whose dialogues get the per-turn advantage view
@@ -80,13 +79,9 @@ def bt_loss_fn(beta: float, normalize, pad_id: int):
 
 def critic_pairs(cfg: CriticConfig, seq_pairs, tokenizer, out_dir: Path) -> list[CriticPair]:
     """Attach the frozen reference's per-turn sums (one pass, cached) to every sequence pair."""
-    device, dtype = train_device_dtype(cfg.optim)
     flat = [s for pair in seq_pairs for s in pair]
-    ref_model = load_frozen(cfg.model, device, dtype)
-    sums = reference_sums(ref_model, cfg.model, flat, out_dir / "reference_logprobs.jsonl",
-                          tokenizer.pad_token_id, cfg.ref_batch_size)
-    del ref_model
-    gc.collect()
+    sums = frozen_reference_sums(cfg.model, cfg.optim.dtype, flat, out_dir / "reference_logprobs.jsonl",
+                                 tokenizer.pad_token_id, cfg.ref_batch_size)
     return [CriticPair(c, r, sums[2 * i], sums[2 * i + 1]) for i, (c, r) in enumerate(seq_pairs)]
 
 
@@ -136,7 +131,7 @@ def main() -> None:
     from components.config import DataConfig
     from components.data.split import Split
 
-    sections, _ = stage_sections("Train SWEET-RL's critic (Bradley-Terry on trajectory pairs).",
+    sections, _ = stage_cli("Train SWEET-RL's critic (Bradley-Terry on trajectory pairs).",
                                  {"critic": CriticConfig, "train": TrainConfig, "data": DataConfig})
     cfg, train_cfg = sections["critic"], sections["train"]
     torch.manual_seed(cfg.optim.seed)

@@ -21,10 +21,16 @@ class Split(str, Enum):
     all = "all"
 
 
+def hashed_below(text: str, fraction: float) -> bool:
+    """Whether the first 8 bytes of sha256(text), as an integer, fall below `fraction` of 2**64:
+    a stable, order-independent draw of about `fraction` of all texts."""
+    digest = hashlib.sha256(text.encode()).digest()
+    return int.from_bytes(digest[:8], "big") < fraction * 2**64
+
+
 def in_eval(task_id: str, eval_fraction: float, salt: str) -> bool:
     """Whether the task with this id belongs to the eval split."""
-    digest = hashlib.sha256((salt + task_id).encode()).digest()
-    return int.from_bytes(digest[:8], "big") < eval_fraction * 2**64
+    return hashed_below(salt + task_id, eval_fraction)
 
 
 def select(tasks: Sequence[BackendTask], split: Split, eval_fraction: float, salt: str) -> list[int]:

@@ -1,6 +1,6 @@
 """Loading the model a training loop updates, and saving what it produced.
 
-- `train_device_dtype`: bf16 on a GPU, fp32 on CPU (`optim.dtype: auto`), or as configured.
+- `train_device_dtype`: bf16 on a GPU, fp32 on CPU (`dtype: auto`), or as configured.
 - `load_trainable`: the base model (all weights trainable) or, with `optim.lora`, the frozen base
   with fresh PEFT LoRA adapters; from a checkpoint folder when resuming.
 - `save_model`: an HF folder written atomically (tmp folder, then rename). LoRA adapters are
@@ -17,11 +17,12 @@ import torch
 from components.train_config import OptimConfig
 
 
-def train_device_dtype(optim: OptimConfig) -> tuple[torch.device, torch.dtype]:
+def train_device_dtype(dtype: str = "auto") -> tuple[torch.device, torch.dtype]:
+    """The device, and `dtype` (auto: bf16 on a GPU, fp32 on CPU)."""
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if optim.dtype == "auto":
+    if dtype == "auto":
         return device, torch.bfloat16 if device.type == "cuda" else torch.float32
-    return device, getattr(torch, optim.dtype)
+    return device, getattr(torch, dtype)
 
 
 def load_frozen(path: str, device: torch.device, dtype: torch.dtype):
@@ -37,7 +38,7 @@ def load_trainable(base: str, optim: OptimConfig, checkpoint: Path | None = None
     """The model to train, resumed from `checkpoint` (an HF folder or a PEFT adapter) when given."""
     from transformers import AutoModelForCausalLM
 
-    device, dtype = train_device_dtype(optim)
+    device, dtype = train_device_dtype(optim.dtype)
     if optim.lora is None:
         model = AutoModelForCausalLM.from_pretrained(checkpoint or base, dtype=dtype)
     else:
