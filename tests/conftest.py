@@ -18,6 +18,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_MODEL_DIR = REPO / "models" / "smollm2-135m-instruct"
+TASKS_FILE = REPO / "data" / "colbench" / "backend_test.jsonl"
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 

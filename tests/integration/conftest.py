@@ -1,5 +1,8 @@
-"""Integration fixtures: one Prefect test server (its own SQLite database) for the session."""
+"""Integration fixtures: one Prefect test server (its own SQLite database) for the session, and a
+project folder of its own per test (the working directory, with its own MLflow store)."""
 import pytest
+
+from tests.conftest import DEFAULT_MODEL_DIR, TASKS_FILE
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -8,3 +11,19 @@ def prefect_harness():
 
     with prefect_test_harness(server_startup_timeout=120):
         yield
+
+
+@pytest.fixture
+def project_dir(tmp_path, monkeypatch):
+    """tmp_path as the working directory, with MLflow pointed at a store of its own inside it."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    return tmp_path
+
+
+@pytest.fixture
+def workdir(project_dir):
+    """project_dir for tests on the prepared default model and the ColBench tasks (skipped without them)."""
+    if not DEFAULT_MODEL_DIR.exists() or not TASKS_FILE.exists():
+        pytest.skip("run `make model data` first")
+    return project_dir

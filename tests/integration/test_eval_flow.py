@@ -8,22 +8,11 @@ import pytest
 import yaml
 
 from components.records import Trajectory, read_jsonl
+from tests.conftest import DEFAULT_MODEL_DIR as MODEL
+from tests.conftest import TASKS_FILE as TASKS
 
-REPO = Path(__file__).resolve().parents[2]
-MODEL = REPO / "models" / "smollm2-135m-instruct"
-TASKS = REPO / "data" / "colbench" / "backend_test.jsonl"
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def workdir(tmp_path, monkeypatch):
-    """A project folder of its own: params.yaml with a short protocol, its own MLflow store."""
-    if not MODEL.exists() or not TASKS.exists():
-        pytest.skip("run `make model data` first")
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    return tmp_path
 
 
 def write_params(workdir: Path, engine: str, limit: int) -> None:

@@ -2,27 +2,21 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import yaml
 
 from components.records import Trajectory, read_jsonl
+from tests.conftest import DEFAULT_MODEL_DIR as MODEL
+from tests.conftest import TASKS_FILE as TASKS
 
-REPO = Path(__file__).resolve().parents[2]
-MODEL = REPO / "models" / "smollm2-135m-instruct"
-TASKS = REPO / "data" / "colbench" / "backend_test.jsonl"
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def workdir(tmp_path, monkeypatch):
-    """A project folder of its own: params.yaml with a short protocol, its own MLflow store."""
-    if not MODEL.exists() or not TASKS.exists():
-        pytest.skip("run `make model data` first")
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+def workdir(workdir):
+    """The project folder with params.yaml: a short protocol, 2 train tasks x K=2."""
     params = {
         "data": {"backend_tasks": str(TASKS), "eval_fraction": 0.2, "split_salt": "sweetflow-v1"},
         "episode": {"max_turns": 2, "temperature": 1.0, "max_tokens": 16, "max_model_len": 2048,
@@ -31,8 +25,8 @@ def workdir(tmp_path, monkeypatch):
                      "limit": 2, "per_task": 2, "seed": 3, "out_dir": "out", "experiment": "it-rollouts",
                      "sample_dialogues": 2},
     }
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
-    return tmp_path
+    (workdir / "params.yaml").write_text(yaml.safe_dump(params))
+    return workdir
 
 
 def test_rollouts_flow_k_scored_trajectories_per_train_task(workdir):

@@ -21,17 +21,15 @@ OPTIM = {"lr": 1e-3, "epochs": 1, "max_steps": 3, "batch_size": 4, "micro_batch_
 
 
 @pytest.fixture
-def workdir(tmp_path, monkeypatch, tiny_model_dir):
+def workdir(project_dir, tiny_model_dir):
     from transformers import AutoTokenizer
 
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     tasks = world.make_world(12, seed=1)
-    write_jsonl(tmp_path / "rollouts" / "trajectories.jsonl", world.rollouts(tokenizer, tasks, 3, 2, seed=2))
-    write_jsonl(tmp_path / "tasks.jsonl", tasks.tasks)
+    write_jsonl(project_dir / "rollouts" / "trajectories.jsonl", world.rollouts(tokenizer, tasks, 3, 2, seed=2))
+    write_jsonl(project_dir / "tasks.jsonl", tasks.tasks)
     params = {
-        "data": {"backend_tasks": str(tmp_path / "tasks.jsonl")},
+        "data": {"backend_tasks": str(project_dir / "tasks.jsonl")},
         "episode": {"max_model_len": 1024, "max_tokens": 8},
         "train": {"model": str(tiny_model_dir), "trajectories": "rollouts", "out_dir": "train",
                   "experiment": "it-train"},
@@ -41,8 +39,8 @@ def workdir(tmp_path, monkeypatch, tiny_model_dir):
         "ranking": {"baseline": "reference", "max_batch": 4},
         "actor": {"algo": "sweet", "optim": OPTIM, "ref_batch_size": 4},
     }
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
-    return tmp_path
+    (project_dir / "params.yaml").write_text(yaml.safe_dump(params))
+    return project_dir
 
 
 def nested_runs(parent_id: str) -> dict[str, object]:
