@@ -159,6 +159,35 @@ def train(
                f"{result['summary']}\nevaluate it with: sweetflow eval --model {result['actor_model']}")
 
 
+@app.command("run")
+def run(
+    algo: str = typer.Option("sweet", help="sweet | mtdpo | rft"),
+    iterations: int = typer.Option(1, min=0, help="training iterations, each starting from the last actor"),
+    profile: str = typer.Option("default", help="default | smoke | gpu-8b (params.yaml profiles)"),
+    override: Optional[list[str]] = typer.Option(None, "-S", "--set", help="section.key=value, after the "
+                                                 "profile (repeatable), e.g. -S critic.optim.lr=1e-5"),
+) -> None:
+    """The whole pipeline (a Prefect flow): evaluate the base model, then N iterations of rollouts,
+    training and evaluation; DVC skips unchanged steps, MLflow tracks every step."""
+    from components.config import ConfigError
+    from components.train_config import Algo
+    from flows.pipeline_flow import PipelineParams, pipeline_flow, resolve
+
+    _setup()
+    try:
+        if algo not in {a.value for a in Algo}:
+            raise ConfigError(f"unknown algo '{algo}' (choose one of {', '.join(a.value for a in Algo)})")
+        params = PipelineParams(algo=algo, iterations=iterations, profile=profile, overrides=override or [])
+        plan = resolve(params)
+    except (ConfigError, ValueError) as exc:
+        _fail(str(exc))
+    if not Path(".dvc").is_dir():
+        _fail(f"{Path.cwd()} is not a DVC project: run `sweetflow run` from the sweetflow checkout")
+    typer.echo(f"pipeline run {plan.run_dir} ({algo}, profile {profile}, {iterations} iteration(s))")
+    result = pipeline_flow(params)
+    typer.echo(f"\n{result['summary']}\ncompare runs: sweetflow compare   (MLflow run {result['mlflow_run_id']})")
+
+
 def _resolve_checked(resolve: Callable[[Any], tuple], params: Any) -> Any:
     """The flow's resolved stage config, or a clear error (bad value, missing model or tasks file)."""
     from components.config import ConfigError

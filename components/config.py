@@ -6,6 +6,7 @@ contradictory or out-of-range values are rejected at load time with a message na
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -17,6 +18,12 @@ from components.envs.simulators import SimulatorKind
 
 C = TypeVar("C", bound=BaseModel)
 PARAMS = Path("params.yaml")
+PARAMS_ENV = "SWEETFLOW_PARAMS"  # names another params file: a pipeline iteration's (components.pipeline_plan)
+
+
+def params_file() -> Path:
+    """The params file stages read: $SWEETFLOW_PARAMS when set, else params.yaml of the working directory."""
+    return Path(os.environ.get(PARAMS_ENV) or PARAMS)
 
 
 class ConfigError(ValueError):
@@ -106,6 +113,8 @@ class RolloutsConfig(EpisodeStageConfig):
                         "held-out tasks)")
     per_task: int = Field(3, ge=1, description="trajectories sampled per task (K; authors' scripts: 3)")
     seed: int = Field(0, description="run seed; each episode's seed derives from it, the task and the sample")
+    offline: Path | None = Field(None, description="a scored trajectories.jsonl to train on instead of sampling "
+                                 "(the paper's offline setting); the pipeline uses it for iteration 1 only")
     out_dir: Path = Field(Path("runs/rollouts"), description="output folder")
     experiment: str = Field("sweetflow-rollouts", min_length=1, description="MLflow experiment")
     sample_dialogues: int = Field(5, ge=0, description="dialogues rendered into MLflow")
@@ -118,16 +127,18 @@ def check_rollouts(cfg: RolloutsConfig, episode: EpisodeSection) -> None:
                           "gives the same trajectory K times; raise the temperature or set per_task 1")
 
 
-def read_params(path: Path = PARAMS) -> dict[str, Any]:
-    """The whole params.yaml as a dict (empty when the file is missing)."""
+def read_params(path: Path | None = None) -> dict[str, Any]:
+    """The whole params file (`params_file()` by default) as a dict (empty when the file is missing)."""
+    path = params_file() if path is None else path
     if not Path(path).exists():
         return {}
     return yaml.safe_load(Path(path).read_text()) or {}
 
 
 def load_section(model: type[C], section: str, overrides: dict[str, Any] | None = None,
-                 path: Path = PARAMS) -> C:
+                 path: Path | None = None) -> C:
     """Validate params.yaml[section] updated with the non-None `overrides`."""
+    path = params_file() if path is None else path
     values = dict(read_params(path).get(section) or {})
     values.update({k: v for k, v in (overrides or {}).items() if v is not None})
     try:

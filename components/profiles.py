@@ -89,9 +89,9 @@ def validate(doc: dict) -> dict[str, BaseModel]:
 
 def resolve(profile: str = DEFAULT, overrides: list[str] = (), params: dict | None = None) -> dict:
     """The complete, validated params document of a run (without the `profiles` table)."""
-    params = read_params(PARAMS) if params is None else params
+    params = read_params(PARAMS) if params is None else params  # the project's, never an iteration's
     profiles = params.get("profiles") or {}
-    if profile != DEFAULT and profile not in profiles:
+    if profile != DEFAULT and profile not in profiles:  # `default` may have an overlay, or be the base itself
         raise ConfigError(f"unknown profile '{profile}' (params.yaml has: {', '.join([DEFAULT, *profiles])})")
     doc = deep_merge({k: v for k, v in params.items() if k != "profiles"}, profiles.get(profile) or {})
     for text in overrides:

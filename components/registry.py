@@ -63,9 +63,24 @@ def register(model_dir: Path, run_id: str, metrics: dict, name: str = MODEL_NAME
     return version
 
 
+def registered_version(model_dir: Path, name: str = MODEL_NAME):
+    """The version already registered for this model folder, or None."""
+    source = str(Path(model_dir).resolve())
+    found = [v for v in _client().search_model_versions(f"name = '{name}'") if v.source == source]
+    return max(found, key=lambda v: int(v.version), default=None)
+
+
 def gate(model_dir: Path, run_id: str, metrics: dict, name: str = MODEL_NAME) -> GateResult:
-    """Register the evaluated actor as `candidate`; make it `champion` only if it beats the champion."""
+    """Register the evaluated actor as `candidate`; make it `champion` only if it beats the champion.
+
+    A folder registered before (a re-run whose evaluation DVC skipped) is not registered again: its
+    version becomes `candidate` again and the champion is left as it is."""
     champion = current_champion(name)
+    known = registered_version(model_dir, name)
+    if known is not None:
+        _client().set_registered_model_alias(name, CANDIDATE, known.version)
+        return GateResult(known.version, False, champion.version if champion else known.version,
+                          f"already registered as v{known.version}")
     version = register(model_dir, run_id, metrics, name)
     if champion is None:
         _client().set_registered_model_alias(name, CHAMPION, version)

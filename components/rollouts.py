@@ -22,6 +22,8 @@ written, unless the episode fingerprint changed (then all restart); scoring runs
 once all exist and replaces the file atomically. All of it is evaluate's machinery
 (`evaluate.run_and_score`). Departure from the paper: the simulator defaults to the retrieval
 simulator on CPU (params `rollouts.simulator`), where the paper uses a 70B LLM simulator.
+With `rollouts.offline` set, the scored trajectories in that file are used instead of sampling
+(the paper's offline setting: trajectories collected once, possibly by another actor).
 Run as `python -m components.rollouts [--config JSON]` so vLLM's memory is returned afterwards.
 """
 from __future__ import annotations
@@ -35,7 +37,7 @@ import numpy as np
 
 from components.config import DataConfig, EpisodeSection, RolloutsConfig, check_rollouts
 from components.evaluate import replace_trajectories, run_and_score, stage_main
-from components.records import Trajectory
+from components.records import RecordError, Trajectory, read_jsonl
 from components.stage import StageResult
 
 
@@ -60,10 +62,24 @@ def rollout_metrics(trajs: Sequence[Trajectory]) -> dict[str, float]:
     }
 
 
+def offline_trajectories(path: Path) -> list[Trajectory]:
+    """Scored trajectories collected before (validated row by row); RecordError names a bad row."""
+    trajs = list(read_jsonl(path, Trajectory))
+    unscored = [t.key for t in trajs if t.score is None]
+    if not trajs or unscored:
+        raise RecordError(f"{path}: offline rollouts must be scored trajectories; "
+                          + (f"{len(unscored)} are unscored (first: {unscored[0]})" if unscored else "the file is empty"))
+    return trajs
+
+
 def run(cfg: RolloutsConfig, episode: EpisodeSection, data: DataConfig, out_dir: Path) -> StageResult:
     """Sample `cfg.per_task` scored trajectories per selected task; see the module docstring."""
     check_rollouts(cfg, episode)
-    trajs, speed = run_and_score(cfg, episode, data, out_dir, [cfg.seed], cfg.per_task, "rollouts")
+    if cfg.offline is not None:
+        trajs, speed = offline_trajectories(cfg.offline), {"episodes_run": 0}
+        out_dir.mkdir(parents=True, exist_ok=True)
+    else:
+        trajs, speed = run_and_score(cfg, episode, data, out_dir, [cfg.seed], cfg.per_task, "rollouts")
     metrics = rollout_metrics(trajs) | speed
     paths = {"trajectories.jsonl": replace_trajectories(out_dir, trajs), "metrics.json": out_dir / "metrics.json"}
     paths["metrics.json"].write_text(json.dumps(metrics, indent=2) + "\n")

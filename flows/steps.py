@@ -8,6 +8,8 @@ reads back nothing but the step's metrics.json and the files it declares.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -63,6 +65,68 @@ def log_stage_run(experiment: str, run_name: str, config: dict[str, Any], metric
         for name in artifacts:
             mlflow.log_artifact(str(Path(out_dir) / name))
         return run.info.run_id
+
+
+def log_nested_run(experiment_id: str, parent: str, name: str, config: dict[str, Any], metrics: dict,
+                   tags: dict[str, str], files: Sequence[Path] = (), curves: Path | None = None,
+                   dialogues: Path | None = None, sample_dialogues: int = 0) -> str:
+    """A nested MLflow run under `parent`: config as params, metrics, `files` as artifacts, every row of
+    a train_metrics.jsonl (`curves`) as metric curves `train/<key>` by step, and the first
+    `sample_dialogues` trajectories of `dialogues` rendered as markdown. Returns the run id.
+
+    The parent is passed explicitly: MLflow's active run is thread-local and Prefect tasks may run on
+    another thread than the flow."""
+    import mlflow
+    from mlflow.entities import Metric
+
+    with mlflow.start_run(experiment_id=experiment_id, run_name=name, nested=True, parent_run_id=parent,
+                          tags=tags) as run:
+        mlflow.log_params(tracking.flatten(config))
+        mlflow.log_metrics(tracking.numeric(metrics))
+        for path in files:
+            if Path(path).exists():
+                mlflow.log_artifact(str(path))
+        if curves is not None and curves.exists():
+            rows = [json.loads(line) for line in curves.read_text().splitlines() if line.strip()]
+            curve = [Metric(f"train/{k}", float(v), 0, int(r["step"])) for r in rows for k, v in r.items()
+                     if k != "step" and isinstance(v, (int, float))]
+            for start in range(0, len(curve), 900):
+                mlflow.tracking.MlflowClient().log_batch(run.info.run_id, metrics=curve[start:start + 900])
+            mlflow.log_artifact(str(curves))
+        if dialogues is not None and sample_dialogues and dialogues.exists():
+            trajs = list(read_jsonl(dialogues, Trajectory))[:sample_dialogues]
+            mlflow.log_text(tracking.render_dialogues(trajs), "dialogues.md")
+        return run.info.run_id
+
+
+_DVC_GIT_HINTS = ("To track the changes with git", "git add ", "To enable auto staging", "core.autostage",
+                  "Use `dvc push`")
+
+
+def dvc_repro(dvc_yaml: Path, stage: str) -> bool:
+    """`dvc repro --single-item DVC_YAML:STAGE` in a child process group; True when the stage ran,
+    False when DVC skipped it (deps, params and outs unchanged since its dvc.lock entry).
+
+    The stage's `python` is this interpreter (its folder leads PATH). If this process is stopped
+    (Ctrl-C, SIGTERM turned into SystemExit), the whole group gets SIGTERM, so the step's own child
+    is not left running; its persisted outputs let the next run resume it."""
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    proc = subprocess.Popen([sys.executable, "-m", "dvc", "repro", "--single-item", f"{dvc_yaml}:{stage}"],
+                            stdout=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    skipped = False
+    try:
+        for line in proc.stdout:
+            if line.strip() and not any(hint in line for hint in _DVC_GIT_HINTS):
+                print(line.rstrip())
+            skipped |= "didn't change, skipping" in line
+        code = proc.wait()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait()
+    if code != 0:
+        raise RuntimeError(f"stage {dvc_yaml}:{stage} failed with exit code {code} (see its log above)")
+    return not skipped
 
 
 def format_table(rows: Sequence[tuple[str, str]]) -> str:

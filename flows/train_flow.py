@@ -14,7 +14,6 @@ accuracy, margin, lr, tokens/s) as a curve. Runs on Prefect's ephemeral API: no 
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,10 +22,11 @@ from pydantic import BaseModel, Field
 
 from components import tracking
 from components.config import DataConfig, EpisodeSection, load_section
+from components.pipeline_plan import TRAIN_STAGES
 from components.train_config import (ActorConfig, Algo, CandidatesConfig, CriticConfig, PairsConfig, RankingConfig,
                                      TrainConfig, TrainLayout)
 from components.training.loop import METRICS_FILE
-from flows.steps import format_table, run_component
+from flows.steps import format_table, log_nested_run, run_component
 
 SECTIONS = {"train": TrainConfig, "pairs": PairsConfig, "critic": CriticConfig, "candidates": CandidatesConfig,
             "ranking": RankingConfig, "actor": ActorConfig, "episode": EpisodeSection, "data": DataConfig}
@@ -60,8 +60,9 @@ CANDIDATES = Step("candidates", "components.candidates", ("candidates", "train",
 RANKING = Step("ranking", "components.ranking", ("ranking", "critic", "train", "data"), "ranking/ranking_metrics.json")
 TURN_PAIRS = Step("turn pairs", "components.pairs", ("pairs", "train"), "ranking/turn_pairs_metrics.json", ("turn",))
 ACTOR = Step("actor", "components.actor.train", ("actor", "train"), "actor/metrics.json", curves="actor")
-PLANS = {Algo.sweet: (PAIRS, CRITIC, CANDIDATES, RANKING, TURN_PAIRS, ACTOR), Algo.mtdpo: (PAIRS, ACTOR),
-         Algo.rft: (ACTOR,)}
+STEPS = {"train_pairs": PAIRS, "critic": CRITIC, "candidates": CANDIDATES, "ranking": RANKING,
+         "turn_pairs": TURN_PAIRS, "actor": ACTOR}   # by dvc.yaml stage name
+PLANS = {algo: tuple(STEPS[stage] for stage in stages) for algo, stages in TRAIN_STAGES.items()}
 
 
 @dataclass
@@ -107,27 +108,10 @@ def run_step(step: Step, config: dict, root: Path) -> dict:
 
 @task(name="track-step", task_run_name="track {step.name}")
 def track_step(step: Step, config: dict, metrics: dict, root: Path, parent: str, experiment_id: str) -> str:
-    """A nested MLflow run under `parent`: the step's sections, its metrics and its training curves.
-
-    The parent is passed explicitly: MLflow's active run is thread-local and tasks may run on
-    another thread than the flow."""
-    import mlflow
-    from mlflow.entities import Metric
-
-    with mlflow.start_run(experiment_id=experiment_id, run_name=step.name, nested=True, parent_run_id=parent,
-                          tags=tracking.provenance_tags()) as run:
-        mlflow.log_params(tracking.flatten(config))
-        mlflow.log_metrics(tracking.numeric(metrics))
-        for name in (step.metrics, *step.artifacts):
-            mlflow.log_artifact(str(root / name))
-        if step.curves and (root / step.curves / METRICS_FILE).exists():
-            rows = [json.loads(line) for line in (root / step.curves / METRICS_FILE).read_text().splitlines()]
-            curve = [Metric(f"train/{k}", float(v), 0, int(r["step"])) for r in rows for k, v in r.items()
-                     if k != "step" and isinstance(v, (int, float))]
-            for start in range(0, len(curve), 900):
-                mlflow.tracking.MlflowClient().log_batch(run.info.run_id, metrics=curve[start:start + 900])
-            mlflow.log_artifact(str(root / step.curves / METRICS_FILE))
-        return run.info.run_id
+    """A nested MLflow run under `parent`: the step's sections, its metrics and its training curves."""
+    return log_nested_run(experiment_id, parent, step.name, config, metrics, tracking.provenance_tags(),
+                          files=[root / name for name in (step.metrics, *step.artifacts)],
+                          curves=root / step.curves / METRICS_FILE if step.curves else None)
 
 
 def summary_table(plan: Plan, results: dict[str, dict]) -> str:

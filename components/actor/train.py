@@ -29,8 +29,7 @@ from components.records import Trajectory, TrajectoryPair, TurnPair, read_jsonl
 from components.sequences import TokenSequence, action_sequence, collate, dialogue_sequence
 from components.stage import StageResult
 from components.train_config import ActorConfig, Algo, TrainConfig, TrainLayout, stage_cli
-from components.training import checkpoint
-from components.training.loop import summarize_history, train
+from components.training.loop import resume_point, summarize_history, train
 from components.training.models import load_trainable, save_model
 
 log = logging.getLogger(__name__)
@@ -141,7 +140,7 @@ def run(cfg: ActorConfig, model: str, inputs: ActorInputs, out_dir: Path) -> Sta
         raise ValueError(f"actor.algo={cfg.algo.value}: no training examples in {inputs}")
     config = {"actor": cfg.model_dump(mode="json"), "model": model,
               "inputs": {k: str(v) for k, v in vars(inputs).items()}}
-    policy = load_trainable(model, cfg.optim, checkpoint.latest(out_dir))
+    policy = load_trainable(model, cfg.optim, resume_point(out_dir, config, examples))
     history = train(policy, examples, loss_fn, cfg.optim, out_dir, config, tokens_of)
     model_dir = save_model(policy, tokenizer, out_dir / "model", config)
     metrics = summarize_history(history) | {"examples": len(examples), "examples_too_long": too_long,

@@ -34,8 +34,7 @@ from components.records import Trajectory, TrajectoryPair, read_jsonl
 from components.sequences import TokenSequence, collate
 from components.stage import StageResult
 from components.train_config import CriticConfig, TrainConfig, TrainLayout, stage_cli
-from components.training import checkpoint
-from components.training.loop import summarize_history, train
+from components.training.loop import resume_point, summarize_history, train
 from components.training.models import load_trainable, save_model
 
 log = logging.getLogger(__name__)
@@ -114,7 +113,7 @@ def run(cfg: CriticConfig, trajectories: Path, pairs: Path, tasks_file: Path, ou
         log.warning("%d of %d pairs exceed max_length %d and are left out", too_long, len(pair_rows), cfg.max_length)
     examples = critic_pairs(cfg, seq_pairs, tokenizer, out_dir)
     config = {"critic": cfg.model_dump(mode="json"), "trajectories": str(trajectories), "pairs": str(pairs)}
-    model = load_trainable(cfg.model, cfg.optim, checkpoint.latest(out_dir))
+    model = load_trainable(cfg.model, cfg.optim, resume_point(out_dir, config, examples))
     history = train(model, examples, bt_loss_fn(cfg.beta, cfg.normalize, tokenizer.pad_token_id), cfg.optim,
                     out_dir, config, tokens_of=lambda part: sum(len(p.chosen.ids) + len(p.rejected.ids) for p in part))
     write_advantage_view(model, examples[:SAMPLE_PAIRS], kept[:SAMPLE_PAIRS], trajs, cfg.beta,

@@ -7,6 +7,7 @@ previous checkpoint intact; only the newest `keep` are kept. `latest` finds wher
 from __future__ import annotations
 
 import json
+import logging
 import random
 import shutil
 from pathlib import Path
@@ -14,17 +15,29 @@ from pathlib import Path
 import torch
 
 STATE_FILE = "trainer_state.pt"
+log = logging.getLogger(__name__)
 
 
 def checkpoint_dir(out_dir: Path) -> Path:
     return Path(out_dir) / "checkpoints"
 
 
-def latest(out_dir: Path) -> Path | None:
-    """The newest complete checkpoint under `out_dir`, if any."""
+def latest(out_dir: Path, config: dict | None = None) -> Path | None:
+    """The newest complete checkpoint under `out_dir`, if any. With `config`, only a checkpoint saved
+    under that same config counts: checkpoints of another config or other data (a stage re-run by
+    DVC after its inputs changed) are deleted, so training starts afresh instead of resuming them."""
     root = checkpoint_dir(out_dir)
     done = [p for p in root.glob("step-*") if (p / STATE_FILE).exists() and p.name.split("-")[1].isdigit()]
+    if config is not None and any(_saved_config(p) != json.loads(json.dumps(config)) for p in done):
+        log.info("checkpoints in %s were saved under another config or other data: starting afresh", root)
+        shutil.rmtree(root, ignore_errors=True)
+        return None
     return max(done, key=lambda p: int(p.name.split("-")[1]), default=None)
+
+
+def _saved_config(path: Path) -> dict | None:
+    saved = path / "train_config.json"
+    return json.loads(saved.read_text()) if saved.exists() else None
 
 
 def save(out_dir: Path, step: int, model, optimizer, scheduler, config: dict, keep: int) -> Path:

@@ -11,7 +11,9 @@ from the checkpoint when there is one (`training.models.load_trainable`).
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import pickle
 import logging
 import math
 import random
@@ -76,6 +78,17 @@ def _accumulate(model, examples: list[T], loss_fn: LossFn, micro: int) -> tuple[
     return total_loss, sums
 
 
+def fingerprinted(config: dict, examples: Sequence[T]) -> dict:
+    """`config` with the hash of the training examples: a checkpoint resumes only the same config on the
+    same data."""
+    return {**config, "examples_sha256": hashlib.sha256(pickle.dumps(list(examples))).hexdigest()}
+
+
+def resume_point(out_dir: Path, config: dict, examples: Sequence[T]) -> Path | None:
+    """The checkpoint `train` will resume for this config and these examples (stale ones are deleted)."""
+    return checkpoint.latest(out_dir, fingerprinted(config, examples))
+
+
 def train(model, examples: Sequence[T], loss_fn: LossFn, optim: OptimConfig, out_dir: Path, config: dict,
           tokens_of: Callable[[list[T]], int]) -> list[dict]:
     """Train `model` on `examples`; return every step's metrics (including steps done before a resume)."""
@@ -86,7 +99,8 @@ def train(model, examples: Sequence[T], loss_fn: LossFn, optim: OptimConfig, out
     steps = total_steps(len(examples), optim)
     per_epoch = math.ceil(len(examples) / optim.batch_size)
     opt, sched = make_optimizer(model, optim, steps)
-    resume = checkpoint.latest(out_dir)
+    config = fingerprinted(config, examples)
+    resume = checkpoint.latest(out_dir, config)
     start = checkpoint.restore(resume, opt, sched) if resume else 0
     if resume:
         log.info("resuming from %s (step %d of %d)", resume, start, steps)

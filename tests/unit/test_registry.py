@@ -49,3 +49,17 @@ def test_metrics_without_scores_are_refused(store):
     with pytest.raises(ValueError, match="lack tests_passed"):
         registry.register(actor(root, "b1"), run_id, {"success_rate": 0.2}, "actor-refused")
     assert registry.current_champion("actor-refused") is None
+
+
+def test_a_folder_gated_again_is_not_registered_twice(store):
+    root, run_id = store
+    name = "actor-regate"
+    champion = registry.gate(actor(root, "c1"), run_id, {"success_rate": 0.5, "tests_passed": 0.5}, name)
+    second = registry.gate(actor(root, "c2"), run_id, {"success_rate": 0.1, "tests_passed": 0.1}, name)
+    again = registry.gate(root / "c1", run_id, {"success_rate": 0.5, "tests_passed": 0.5}, name)
+    assert again.version == champion.version and not again.promoted and "already registered" in again.reason
+    client = registry._client()
+    assert len(client.search_model_versions(f"name = '{name}'")) == 2
+    assert client.get_model_version_by_alias(name, "candidate").version == champion.version
+    assert client.get_model_version_by_alias(name, "champion").version == champion.version
+    assert second.version != champion.version

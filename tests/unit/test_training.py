@@ -11,7 +11,7 @@ from components.forward import turn_logprob_sums
 from components.sequences import action_sequence, collate
 from components.train_config import OptimConfig
 from components.training import checkpoint
-from components.training.loop import METRICS_FILE, total_steps, train
+from components.training.loop import METRICS_FILE, resume_point, total_steps, train
 from components.training.models import load_trainable
 
 EXAMPLES = [action_sequence([5 + i, 6], [7, 8 + i]) for i in range(12)]
@@ -43,7 +43,8 @@ def test_loop_lowers_the_loss_follows_the_schedule_and_keeps_the_newest_checkpoi
     assert lrs[0] == 0.0 and max(lrs) == pytest.approx(1e-2) and lrs[-1] < lrs[4]  # warm-up, then decay
     assert {"grad_norm", "tokens_per_s", "nll", "epoch"} <= set(history[0])
     assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["step-12"]
-    assert json.loads((tmp_path / "checkpoints" / "step-12" / "train_config.json").read_text()) == {"x": 1}
+    saved = json.loads((tmp_path / "checkpoints" / "step-12" / "train_config.json").read_text())
+    assert saved == {"x": 1, "examples_sha256": saved["examples_sha256"]} and len(saved["examples_sha256"]) == 64
     rows = (tmp_path / METRICS_FILE).read_text().splitlines()
     assert [json.loads(r)["step"] for r in rows] == list(range(1, 13))
 
@@ -70,6 +71,16 @@ def test_resume_after_a_crash_gives_the_uninterrupted_result(toy_model_dir, tmp_
     assert [r["step"] for r in resumed] == list(range(1, 7))
     for a, b in zip(straight, resumed):
         assert a["loss"] == pytest.approx(b["loss"], abs=1e-5) and a["lr"] == pytest.approx(b["lr"])
+
+
+def test_checkpoints_of_other_data_or_config_are_not_resumed(toy_model_dir, tmp_path):
+    cfg = optim()
+    train(load_trainable(str(toy_model_dir), cfg), EXAMPLES, nll, cfg, tmp_path, {"lr": 1}, tokens)
+    assert resume_point(tmp_path, {"lr": 1}, EXAMPLES).name == "step-6"
+    assert resume_point(tmp_path, {"lr": 1}, EXAMPLES[::-1]) is None  # other data: deleted, not resumed
+    assert not (tmp_path / "checkpoints").exists()
+    history = train(load_trainable(str(toy_model_dir), cfg), EXAMPLES, nll, cfg, tmp_path, {"lr": 2}, tokens)
+    assert [r["step"] for r in history] == list(range(1, 7))  # started afresh, history not mixed
 
 
 def test_lora_trains_only_adapters(toy_model_dir, tmp_path):

@@ -1,0 +1,179 @@
+"""Prefect flow: the whole pipeline, iterated: data pull -> model -> [rollouts -> training -> eval] x N.
+
+Wiring only. Each step is a stage of a generated, per-iteration dvc.yaml (components.pipeline_plan)
+run as `dvc repro --single-item` in its own process group, so GPU and vLLM memory is returned
+between steps and DVC skips a step whose deps, params and outs are unchanged: a second identical
+run only checks hashes. Iteration 0 evaluates the base model; iteration k collects rollouts with
+actor k-1, trains actor k (SWEET-RL or a baseline) and evaluates it. When an iteration's data hold
+no learning signal (no trajectory pair for sweet/mtdpo, no success for rft), its training steps
+are not run: the iteration is tagged `sweetflow.no_signal` and the next one starts from the same
+actor (rollouts are re-sampled with another seed).
+
+MLflow (experiment `sweetflow-pipeline`): one parent run per pipeline run (kind=pipeline, algo,
+profile; the resolved parameters as params; the git commit and each iteration's dvc.lock hash as
+tags; a per-iteration plot of success rate and tests passed), a nested run per step (kind=stage
+or kind=eval, iteration, skipped) with the step's sections, metrics, files, training curves and
+sample dialogues. After each evaluation the actor goes through the registry gate (alias
+`candidate`; `champion` only if it beats the champion).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from prefect import flow, get_run_logger, task
+from pydantic import BaseModel, Field
+
+from components import registry, tracking
+from components.compare import DEFAULT_EXPERIMENT, eval_runs, plot
+from components.pipeline_plan import RUNS_ROOT, RunPlan, plan_run, write_iteration
+from components.train_config import Algo
+from flows import pipeline_steps as ps
+from flows.steps import dvc_repro, format_table
+
+
+class PipelineParams(BaseModel):
+    """Parameters of a pipeline run (the Prefect UI shows them as a form); `overrides` win over the profile."""
+
+    algo: Algo = Field(Algo.sweet, description="sweet (SWEET-RL) | mtdpo (multi-turn DPO) | rft (rejection FT)")
+    iterations: int = Field(1, ge=0, le=100, description="training iterations; each starts from the last actor")
+    profile: str = Field("default", description="default (embedded CPU run) | smoke | gpu-8b (params.yaml profiles)")
+    overrides: list[str] = Field(default_factory=list, description="section.key=value, e.g. critic.optim.lr=1e-5")
+    runs_root: str = Field(str(RUNS_ROOT), description="folder holding the runs' iteration folders")
+
+
+@dataclass
+class Iteration:
+    k: int
+    actor: str                                   # the model this iteration ends with
+    ran: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    metrics: dict[str, Any] = field(default_factory=dict)   # eval metrics (none when not evaluated)
+    no_signal: str | None = None
+    registry: dict[str, Any] | None = None
+
+
+def resolve(params: PipelineParams) -> RunPlan:
+    """The run's plan; raises ConfigError on a bad algo, profile or override."""
+    return plan_run(params.algo.value, params.profile, params.overrides, Path(params.runs_root))
+
+
+@task(name="data pull", retries=2, retry_delay_seconds=10)
+def pull_data_task(plan: RunPlan) -> str:
+    return ps.pull_data(plan)
+
+
+@task(name="prepare model")
+def prepare_model_task(plan: RunPlan) -> str:
+    return ps.prepare_model(plan)
+
+
+@task(name="stage", task_run_name="iter {k} {stage}", timeout_seconds=24 * 3600)
+def stage_task(dvc_yaml: Path, stage: str, k: int) -> bool:
+    return dvc_repro(dvc_yaml, stage)
+
+
+@task(name="stage (retried)", task_run_name="iter {k} {stage}", timeout_seconds=24 * 3600, retries=1,
+      retry_delay_seconds=30)
+def episode_stage_task(dvc_yaml: Path, stage: str, k: int) -> bool:
+    """A stage that plays episodes: a failed simulator endpoint is worth one retry, which resumes
+    after the episodes already written."""
+    return dvc_repro(dvc_yaml, stage)
+
+
+@task(name="track", task_run_name="track iter {k} {stage}")
+def track_task(plan: RunPlan, dvc_yaml: Path, stage: str, k: int, ran: bool, parent: str, experiment: str) -> dict:
+    return ps.track_stage(plan, dvc_yaml, stage, k, ran, parent, experiment)
+
+
+@task(name="registry gate", task_run_name="gate iter {k}")
+def gate_task(model: str, run_id: str, metrics: dict, k: int) -> dict | None:
+    if not Path(model).is_dir():
+        get_run_logger().info("registry: %s is not a local folder; not registered", model)
+        return None
+    result = registry.gate(Path(model), run_id, metrics)
+    get_run_logger().info("registry: %s v%s %s (%s)", registry.MODEL_NAME, result.version,
+                          "promoted to champion" if result.promoted else "kept as candidate", result.reason)
+    return asdict(result)
+
+
+def run_iteration(plan: RunPlan, k: int, start: str, parent: str, experiment: str) -> Iteration:
+    """Iteration k's stages in order, each tracked; stops before training when there is no signal."""
+    dvc_yaml = write_iteration(plan, k, start)
+    it = Iteration(k, start if k == 0 else str(plan.trained_actor(k)))
+    for stage in plan.stages(k):
+        runner = episode_stage_task if stage in ps.EPISODE_STAGES else stage_task
+        ran = runner(dvc_yaml, stage, k)
+        (it.ran if ran else it.skipped).append(stage)
+        tracked = track_task(plan, dvc_yaml, stage, k, ran, parent, experiment)
+        if stage in ps.EVAL_STAGES:
+            it.metrics = tracked["metrics"]
+            it.registry = gate_task(it.actor, tracked["run_id"], it.metrics, k)
+        it.no_signal = ps.no_signal(plan.algo, stage, tracked["metrics"])
+        if it.no_signal:
+            it.actor = start
+            get_run_logger().warning("iteration %d: no learning signal (%s); actor %s carried forward", k,
+                                     it.no_signal, start)
+            break
+    return it
+
+
+def log_progress(plan: RunPlan, parent: str, iterations: list[Iteration]) -> None:
+    """The parent run's tags for each iteration and the success/tests-passed-per-iteration plot."""
+    import mlflow
+
+    client = mlflow.tracking.MlflowClient()
+    for it in iterations:
+        lock = plan.iteration_dir(it.k) / "dvc.lock"
+        if lock.exists():
+            client.set_tag(parent, f"dvc_lock_sha256.iter-{it.k}", tracking.provenance_tags(lock.parent)
+                           .get("dvc_lock_sha256", ""))
+        if it.no_signal:
+            client.set_tag(parent, f"sweetflow.no_signal.iter-{it.k}", it.no_signal)
+    df = eval_runs(DEFAULT_EXPERIMENT)
+    df = df[df["parent_run_id"] == parent]
+    if not df.empty:
+        client.log_artifact(parent, str(plot(df, plan.run_dir / "iterations.png")), "plots")
+
+
+def summary_table(plan: RunPlan, iterations: list[Iteration]) -> str:
+    rows = [("run", str(plan.run_dir)), ("algorithm", plan.algo.value), ("profile", plan.profile)]
+    for it in iterations:
+        m = it.metrics
+        score = (f"success {m['success_rate']:.3f}, tests passed {m['tests_passed']:.3f}" if m else
+                 f"not evaluated: no learning signal ({it.no_signal})" if it.no_signal else "not evaluated")
+        gate = f", registry v{it.registry['version']}{' champion' if it.registry['promoted'] else ''}" \
+            if it.registry else ""
+        rows.append((f"iteration {it.k}", f"{score}{gate}; ran {len(it.ran)}, skipped {len(it.skipped)} steps"))
+    rows.append(("final actor", iterations[-1].actor))
+    return format_table(rows)
+
+
+@flow(name="sweetflow-pipeline", log_prints=True)
+def pipeline_flow(params: PipelineParams = PipelineParams()) -> dict:
+    """SWEET-RL (or a baseline) end to end: evaluate the base model, then N iterations of rollouts,
+    training and evaluation; every step DVC-versioned and tracked in MLflow."""
+    import mlflow
+
+    plan = resolve(params)
+    pull_data_task(plan)
+    base = prepare_model_task(plan)
+    tracking.configure()
+    experiment = tracking.experiment_id(DEFAULT_EXPERIMENT)
+    tags = tracking.provenance_tags() | {"sweetflow.kind": "pipeline", "sweetflow.algo": plan.algo.value,
+                                         "sweetflow.profile": plan.profile, "sweetflow.run_dir": str(plan.run_dir)}
+    with mlflow.start_run(experiment_id=experiment, run_name=plan.run_dir.name, tags=tags) as run:
+        mlflow.log_params(tracking.flatten({"iterations": params.iterations, **plan.doc}))
+        iterations = [run_iteration(plan, 0, base, run.info.run_id, experiment)]
+        for k in range(1, params.iterations + 1):
+            iterations.append(run_iteration(plan, k, iterations[-1].actor, run.info.run_id, experiment))
+            log_progress(plan, run.info.run_id, iterations)
+        log_progress(plan, run.info.run_id, iterations)
+        table = summary_table(plan, iterations)
+        (plan.run_dir / "summary.json").write_text(json.dumps([asdict(it) for it in iterations], indent=2) + "\n")
+        mlflow.log_artifact(str(plan.run_dir / "summary.json"))
+        get_run_logger().info("MLflow run %s\n%s", run.info.run_id, table)
+        return {"run_dir": str(plan.run_dir), "mlflow_run_id": run.info.run_id, "summary": table,
+                "iterations": [asdict(it) for it in iterations]}

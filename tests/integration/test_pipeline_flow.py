@@ -1,0 +1,146 @@
+"""The pipeline flow end to end on the smoke profile: real Prefect runs, real DVC stages in a git+DVC
+project of its own, a real MLflow store and registry.
+
+The tiny model cannot solve ColBench, so iteration 1 trains on offline rollouts from the controlled
+world of tests/synthetic_dialogues.py (`rollouts.offline`, the paper's offline setting) with that
+world's tasks as the tasks file; everything else (critic, candidates, ranking, actor, evaluation)
+runs for real on the tiny model with the hf engine.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from components.pipeline_plan import CODE_ROOT
+from components.records import Trajectory, read_jsonl, write_jsonl
+from tests import synthetic_dialogues as world
+
+pytestmark = pytest.mark.integration
+OPTIM = {"lr": 1e-3, "epochs": 1, "max_steps": 3, "batch_size": 2, "micro_batch_size": 1, "checkpoint_every": 1}
+SWEET_STAGES = ["rollouts", "train_pairs", "critic", "candidates", "ranking", "turn_pairs", "actor", "eval_actor"]
+
+
+def _git_dvc_project(path: Path) -> None:
+    for cmd in (["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"]):
+        subprocess.run(cmd, cwd=path, check=True)
+    shutil.copy(CODE_ROOT / "params.yaml", path / "params.yaml")
+
+
+@pytest.fixture
+def overrides(project_dir, tiny_model_dir):
+    """A git+DVC project with the world's tasks and scored offline rollouts; the smoke profile's -S list."""
+    from transformers import AutoTokenizer
+
+    _git_dvc_project(project_dir)
+    tasks = world.make_world(24, seed=1)
+    write_jsonl(project_dir / "world" / "tasks.jsonl", tasks.tasks)
+    write_jsonl(project_dir / "world" / "trajectories.jsonl",
+                world.rollouts(AutoTokenizer.from_pretrained(tiny_model_dir), tasks, 3, 2, seed=2))
+    sets = {"data.backend_tasks": "world/tasks.jsonl", "rollouts.offline": "world/trajectories.jsonl",
+            "train.model": str(tiny_model_dir), "critic.model": str(tiny_model_dir), "eval.engine": "hf",
+            "rollouts.engine": "hf", "candidates.engine": "hf", "pairs.min_chosen_score": 1.0,
+            "episode.max_model_len": 1024, "critic.optim": OPTIM, "actor.optim": OPTIM}
+    return [f"{k}={v}" for k, v in sets.items()]
+
+
+def _runs(parent: str | None = None) -> list:
+    import mlflow
+
+    where = f"tags.mlflow.parentRunId = '{parent}'" if parent else "tags.`sweetflow.kind` = 'pipeline'"
+    return mlflow.search_runs(experiment_names=["sweetflow-pipeline"], filter_string=where, output_format="list")
+
+
+def test_smoke_pipeline_tracks_every_step_and_a_second_run_skips_them(overrides, project_dir):
+    from mlflow import MlflowClient
+
+    from flows.pipeline_flow import PipelineParams, pipeline_flow
+
+    params = PipelineParams(profile="smoke", overrides=overrides)
+    first = pipeline_flow(params)
+    assert [it["ran"] for it in first["iterations"]] == [["eval_zero_shot"], SWEET_STAGES]
+    run_dir = Path(first["run_dir"])
+    lock = yaml.safe_load((run_dir / "iter-1" / "dvc.lock").read_text())
+    assert sorted(lock["stages"]) == sorted(SWEET_STAGES)
+    actor = run_dir / "iter-1" / "train" / "actor" / "model"
+    assert (actor / "config.json").exists() and first["iterations"][1]["actor"] == str(actor)
+
+    client = MlflowClient()
+    parent = client.get_run(first["mlflow_run_id"])
+    assert parent.data.tags["sweetflow.kind"] == "pipeline" and parent.data.tags["sweetflow.profile"] == "smoke"
+    assert parent.data.tags["dvc_lock_sha256.iter-1"] == hashlib.sha256((run_dir / "iter-1" / "dvc.lock")
+                                                                        .read_bytes()).hexdigest()
+    assert parent.data.params["critic.optim.max_steps"] == "3"
+    assert {a.path for a in client.list_artifacts(parent.info.run_id, "plots")} == {"plots/iterations.png"}
+    nested = {r.info.run_name: r for r in _runs(parent.info.run_id)}
+    assert sorted(nested) == sorted(["iter 0 eval_zero_shot", *(f"iter 1 {s}" for s in SWEET_STAGES)])
+    evals = [r for r in nested.values() if r.data.tags["sweetflow.kind"] == "eval"]
+    assert sorted(r.data.tags["sweetflow.iteration"] for r in evals) == ["0", "1"]
+    assert all("success_rate" in r.data.metrics and "tests_passed" in r.data.metrics for r in evals)
+    critic = nested["iter 1 critic"]
+    assert len(client.get_metric_history(critic.info.run_id, "train/loss")) == 3
+    assert "advantages.md" in {a.path for a in client.list_artifacts(critic.info.run_id)}
+    assert "dialogues.md" in {a.path for a in client.list_artifacts(nested["iter 1 rollouts"].info.run_id)}
+    assert nested["iter 1 actor"].data.params["actor.algo"] == "sweet"
+    candidate = client.get_model_version_by_alias("sweetflow-actor", "candidate")
+    assert candidate.source == str(actor.resolve())
+
+    again = pipeline_flow(params)
+    assert again["run_dir"] == first["run_dir"]
+    assert [it["ran"] for it in again["iterations"]] == [[], []]
+    assert [it["skipped"] for it in again["iterations"]] == [["eval_zero_shot"], SWEET_STAGES]
+    assert len(_runs()) == 2
+    assert client.get_model_version_by_alias("sweetflow-actor", "candidate").version == candidate.version
+
+
+def test_an_iteration_without_signal_carries_the_actor_forward(overrides, tiny_model_dir):
+    from flows.pipeline_flow import PipelineParams, pipeline_flow
+
+    no_success = [o for o in overrides if not o.startswith("rollouts.offline")]  # the tiny model's own rollouts
+    result = pipeline_flow(PipelineParams(algo="rft", iterations=2, profile="smoke", overrides=no_success))
+    first, second = result["iterations"][1:]
+    assert first["ran"] == ["rollouts"] and "no successful trajectory" in first["no_signal"]
+    assert first["actor"] == second["actor"] == str(tiny_model_dir)
+    seeds = {yaml.safe_load((Path(result["run_dir"]) / f"iter-{k}" / "params.yaml").read_text())["rollouts"]["seed"]
+             for k in (1, 2)}
+    assert len(seeds) == 2  # the next iteration samples afresh
+
+
+def test_a_pipeline_killed_in_training_resumes_from_its_checkpoint(overrides, project_dir):
+    slow = [o for o in overrides if not o.startswith("critic.optim")] + [
+        "critic.optim={lr: 0.001, epochs: 3, max_steps: 30, batch_size: 2, micro_batch_size: 1, checkpoint_every: 1}"]
+    cmd = [str(Path(sys.executable).parent / "sweetflow"), "run", "--profile", "smoke",
+           *[arg for o in slow for arg in ("-S", o)]]
+    proc = subprocess.Popen(cmd, cwd=project_dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    checkpoints = None
+    deadline = time.monotonic() + 600
+    while proc.poll() is None and time.monotonic() < deadline:
+        found = [p for p in project_dir.glob("runs/pipeline/*/iter-1/train/critic/checkpoints/step-*")
+                 if not p.name.endswith(".tmp")]
+        if found:
+            checkpoints = found
+            proc.send_signal(signal.SIGTERM)
+            break
+        time.sleep(0.05)
+    proc.wait(timeout=120)
+    assert checkpoints, "the critic never wrote a checkpoint before the run ended"
+    critic_dir = checkpoints[0].parents[1]
+    assert not (critic_dir / "model").exists()  # killed mid-training
+
+    resumed = subprocess.run(cmd, cwd=project_dir, capture_output=True, text=True, timeout=900)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resuming from" in resumed.stderr
+    steps = [r["step"] for r in map(json.loads, (critic_dir / "train_metrics.jsonl").read_text().splitlines())]
+    done = json.loads((critic_dir / "metrics.json").read_text())["steps"]
+    assert steps == list(range(1, done + 1))  # every step once: none lost, none repeated
+    assert int(checkpoints[0].name.split("-")[1]) < done
+    rollouts = list(read_jsonl(critic_dir.parents[1] / "rollouts" / "trajectories.jsonl", Trajectory))
+    assert len({t.key for t in rollouts}) == len(rollouts)
