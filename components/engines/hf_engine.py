@@ -1,6 +1,7 @@
 """transformers engine: the fallback generator and the one the fast tests use.
 
-Reads: a local Hugging Face model folder (weights, tokenizer with a chat template).
+Reads: a local Hugging Face model folder (weights, tokenizer with a chat template), or uses a
+model already in memory (`HFEngine.from_model`: CORY generates with the weights it trains).
 Writes: nothing.
 
 A hand-written sampling loop over a left-padded batch with a KV cache, where every row samples
@@ -88,10 +89,23 @@ class HFEngine(TemplateChat):
     ) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        self.tokenizer = AutoTokenizer.from_pretrained(str(model))
-        self.model = AutoModelForCausalLM.from_pretrained(str(model), dtype=getattr(torch, dtype))
-        self.model.to(device).eval()
-        self.device = torch.device(device)
+        loaded = AutoModelForCausalLM.from_pretrained(str(model), dtype=getattr(torch, dtype))
+        loaded.to(device).eval()
+        self._attach(loaded, AutoTokenizer.from_pretrained(str(model)), max_batch_size, seed)
+
+    @classmethod
+    def from_model(cls, model, tokenizer, *, max_batch_size: int = 16, seed: int = 0) -> "HFEngine":
+        """An engine over a model already in memory, used as it is (its device, dtype and mode):
+        a training loop generates with the weights it is updating, with no copy or reload. The
+        caller puts the model in eval mode (and, for PEFT, picks the adapter) before generating."""
+        engine = cls.__new__(cls)
+        engine._attach(model, tokenizer, max_batch_size, seed)
+        return engine
+
+    def _attach(self, model, tokenizer, max_batch_size: int, seed: int) -> None:
+        self.tokenizer = tokenizer
+        self.model = model
+        self.device = next(model.parameters()).device
         self.max_batch_size = max_batch_size
         self.seed = seed  # unused: every request carries its own seed
         self.eos_ids = eos_token_ids(self.tokenizer, self.model.generation_config)
