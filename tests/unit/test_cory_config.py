@@ -1,0 +1,62 @@
+"""CORY's config: defaults load, contradictions are rejected at load time; roles follow T."""
+import json
+
+import pytest
+from pydantic import ValidationError
+
+from components.config import ConfigError
+from components.cory.agents import roles_at
+from components.cory.config import CoryAlgo, CoryConfig
+from components.train_config import load_sections
+
+
+def test_defaults_are_valid_and_paper_values_where_cheap():
+    cfg = CoryConfig()
+    assert cfg.algo == CoryAlgo.cory
+    assert (cfg.eta, cfg.clip, cfg.gamma, cfg.lam, cfg.exchange_every) == (0.01, 0.2, 1.0, 0.95, 5)
+    assert cfg.samples_per_agent == cfg.questions_per_iteration
+
+
+def test_ppo_trains_its_one_agent_on_twice_the_answers():
+    assert CoryConfig(algo="ppo", questions_per_iteration=2, minibatch_size=4).samples_per_agent == 4
+    with pytest.raises(ValidationError, match="exceeds"):
+        CoryConfig(algo="cory", questions_per_iteration=2, minibatch_size=4)
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"questions_per_iteration": 4, "minibatch_size": 8}, "exceeds"),
+    ({"questions_per_iteration": 6, "minibatch_size": 4}, "must divide"),
+    ({"train_file": "data/x.jsonl", "test_file": "data/x.jsonl"}, "same file"),
+    ({"temperature": 0.0}, "greater than 0"),
+    ({"algo": "grpo"}, "cory"),
+    ({"engine": "openai"}, "auto"),
+    ({"clip": 1.5}, "less than 1"),
+    ({"lam": 1.2}, "less than or equal to 1"),
+    ({"lora": {"r": 0}}, "greater than or equal to 1"),
+    ({"learning_rate": 1e-4}, "Extra inputs"),
+])
+def test_contradictions_and_bad_values_are_rejected(values, message):
+    with pytest.raises(ValidationError, match=message):
+        CoryConfig(**values)
+
+
+def test_config_json_is_validated_as_a_whole_section():
+    raw = json.dumps({"cory": {"algo": "ppo", "iterations": 3}})
+    assert load_sections({"cory": CoryConfig}, raw)["cory"].iterations == 3
+    with pytest.raises(ConfigError, match="minibatch_size"):
+        load_sections({"cory": CoryConfig}, json.dumps({"cory": {"minibatch_size": 64}}))
+
+
+def test_fingerprint_ignores_only_the_iteration_count_and_places():
+    a = CoryConfig(iterations=3, out_dir="runs/a")
+    assert a.fingerprint() == CoryConfig(iterations=9, out_dir="runs/b").fingerprint()
+    assert a.fingerprint() != CoryConfig(iterations=3, lr=1e-5).fingerprint()
+
+
+def test_roles_exchange_every_t_iterations():
+    pioneers = [roles_at(i, CoryAlgo.cory, 2)["pioneer"] for i in range(1, 8)]
+    assert pioneers == ["agent0", "agent0", "agent1", "agent1", "agent0", "agent0", "agent1"]
+    for i in range(1, 8):
+        roles = roles_at(i, CoryAlgo.cory, 2)
+        assert {roles["pioneer"], roles["observer"]} == {"agent0", "agent1"}
+    assert roles_at(7, CoryAlgo.ppo, 2) == {"policy": "agent0"}
