@@ -1,0 +1,89 @@
+"""One PPO update of one agent on its samples of an iteration (reads and writes no files).
+
+The RLHF form of PPO (Ziegler et al. 2019; TRL's PPOTrainer), which CORY runs per agent
+(Ma et al. 2024, sec. 3; ALGORITHMS.md "CORY"); the math is in components.cory.ppo_losses:
+1. score the samples once, without gradients: the agent's log-probs and values and the reference
+   pi_0's log-probs (adapters disabled);
+2. per-token rewards -eta * (log pi - log pi_0), plus the task reward at the last token;
+3. GAE (gamma, lambda) on the rollout values, advantages whitened over the agent's whole batch;
+4. `ppo_epochs` passes over seeded minibatches: loss = clipped policy loss + vf_coef x clipped value
+   loss, one AdamW step per minibatch on the agent's adapter and value head, gradient norm clipped.
+Rewards are not whitened or scaled (TRL's defaults). Train mode (LoRA dropout) is on during the
+steps only; rollouts and scoring run in eval mode.
+"""
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+import torch
+
+from components.cory.agents import AgentPool
+from components.cory.config import CoryConfig
+from components.cory.ppo_losses import (
+    gae,
+    kl_penalized_rewards,
+    policy_loss,
+    value_loss,
+    whiten,
+)
+from components.cory.rollout import PolicyBatch, Sample, collate, forward, score
+from components.rollout.driver import derive_seed
+
+
+def _row_sums(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return torch.where(mask, x, torch.zeros_like(x)).sum(-1)
+
+
+def _step(pool: AgentPool, agent: str, mb: PolicyBatch, old: dict[str, torch.Tensor], cfg: CoryConfig
+          ) -> dict[str, float]:
+    """One optimizer step on minibatch `mb` (old: rollout log-probs, values, advantages, returns)."""
+    state = pool.agents[agent]
+    logps, values = forward(pool.model, state.value_head, mb)
+    p_loss, clipfrac, approx_kl = policy_loss(logps, old["logps"], old["advantages"], mb.mask, cfg.clip)
+    v_loss, v_clipfrac = value_loss(values, old["values"], old["returns"], mb.mask, cfg.value_clip)
+    loss = p_loss + cfg.vf_coef * v_loss
+    state.optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    grad_norm = torch.nn.utils.clip_grad_norm_(state.parameters(), cfg.grad_clip)
+    state.optimizer.step()
+    state.optimizer.zero_grad(set_to_none=True)
+    return {"policy_loss": p_loss.item(), "value_loss": v_loss.item(), "clipfrac": clipfrac.item(),
+            "value_clipfrac": v_clipfrac.item(), "approx_kl": approx_kl.item(), "grad_norm": float(grad_norm)}
+
+
+def ppo_update(pool: AgentPool, agent: str, samples: Sequence[Sample], cfg: CoryConfig, iteration: int
+               ) -> dict[str, float]:
+    """Train `agent` on its `samples`; return the iteration's means (losses, KL, rewards...)."""
+    pad = pool.tokenizer.pad_token_id if pool.tokenizer.pad_token_id is not None else pool.tokenizer.eos_token_id
+    batch = collate([(s.prompt_ids, s.response_ids) for s in samples], pad, pool.device)
+    pool.model.eval()
+    logps, values, ref = score(pool, agent, batch, cfg.minibatch_size)
+    task = torch.tensor([s.task_reward for s in samples], dtype=logps.dtype, device=logps.device)
+    rewards = kl_penalized_rewards(task, logps, ref, batch.mask, cfg.eta)
+    advantages, returns = gae(rewards, values, batch.mask, cfg.gamma, cfg.lam)
+    old = {"logps": logps, "values": values, "advantages": whiten(advantages, batch.mask), "returns": returns}
+    kl = _row_sums(logps - ref, batch.mask)
+    engine_gap = [abs(a - b) for s, row in zip(samples, logps.tolist()) for a, b in zip(s.engine_logprobs, row)]
+    steps: list[dict[str, float]] = []
+    pool.activate(agent)
+    pool.model.train()
+    try:
+        for epoch in range(cfg.ppo_epochs):
+            order = list(range(len(samples)))
+            random.Random(derive_seed(cfg.seed, "minibatches", iteration, agent, epoch)).shuffle(order)
+            for start in range(0, len(order), cfg.minibatch_size):
+                index = torch.tensor(order[start:start + cfg.minibatch_size], device=pool.device)
+                mb_old = {k: v[index] for k, v in old.items()}
+                steps.append(_step(pool, agent, batch.rows(index), mb_old, cfg))
+    finally:
+        pool.model.eval()
+    means = {k: sum(s[k] for s in steps) / len(steps) for k in steps[0]}
+    return {"task_reward": task.mean().item(),
+            "correct": sum(s.correct for s in samples) / len(samples),
+            "kl": kl.mean().item(),
+            "nonscore_reward": (-cfg.eta * kl).mean().item(),
+            "response_tokens": batch.mask.sum(-1).float().mean().item(),
+            "value_mean": torch.where(batch.mask, values, 0).sum().item() / batch.mask.sum().item(),
+            "engine_logprob_gap": sum(engine_gap) / max(len(engine_gap), 1),
+            "optimizer_steps": float(len(steps)), **means}
