@@ -125,18 +125,29 @@ class AgentPool:
             agent.value_head.load_state_dict(state[name]["value_head"])
             agent.optimizer.load_state_dict(state[name]["optimizer"])
 
-    def export_merged(self, name: str, base_path: str, out: Path) -> Path:
-        """Write agent `name` as a plain HF folder: a fresh copy of the base with the adapter's
-        delta (scale * B @ A) added to each adapted weight; the shared model is left untouched."""
+    def merged_weights(self, name: str) -> dict[str, torch.Tensor]:
+        """HF parameter name -> base weight + adapter `name`'s delta (scale * B @ A), for every weight
+        the adapter touches: what a serving engine needs to become agent `name` (the rest is the base)."""
         from peft.tuners.lora import LoraLayer
+
+        out: dict[str, torch.Tensor] = {}
+        with torch.no_grad():
+            for key, module in self.model.get_base_model().named_modules():
+                if isinstance(module, LoraLayer) and name in module.lora_A:
+                    base = module.get_base_layer().weight
+                    out[f"{key}.weight"] = base + module.get_delta_weight(name).to(base.dtype)
+        return out
+
+    def export_merged(self, name: str, base_path: str, out: Path) -> Path:
+        """Write agent `name` as a plain HF folder (atomically): a fresh copy of the base with
+        `merged_weights` put in; the shared training model is left untouched."""
         from transformers import AutoModelForCausalLM
 
         merged = AutoModelForCausalLM.from_pretrained(base_path, dtype=self.model.get_base_model().dtype)
         with torch.no_grad():
-            for key, module in self.model.get_base_model().named_modules():
-                if isinstance(module, LoraLayer) and name in module.lora_A:
-                    target = merged.get_submodule(key).weight
-                    target += module.get_delta_weight(name).to(target.device, target.dtype)
+            for key, weight in self.merged_weights(name).items():
+                target = merged.get_parameter(key)
+                target.copy_(weight.to(target.device, target.dtype))
         out = Path(out)
         tmp = out.with_name(out.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)

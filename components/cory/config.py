@@ -27,9 +27,14 @@ class CoryAlgo(str, Enum):
 
 
 class CoryEngine(str, Enum):
-    auto = "auto"  # vllm on a CUDA machine where vLLM imports, else hf (see components.cory.serving)
+    auto = "auto"  # vllm where vLLM imports, else hf (see components.cory.serving)
     hf = "hf"      # transformers, generating with the in-memory training model (no reload)
-    vllm = "vllm"  # vLLM, rebuilt from each agent's merged weights after every update (reload)
+    vllm = "vllm"  # vLLM, given each agent's merged weights after its updates (see vllm_sync)
+
+
+class VllmSync(str, Enum):
+    inplace = "inplace"  # one engine; its weights are reloaded in place from the agent's merged folder
+    reload = "reload"    # one engine per agent, rebuilt from its merged folder after every update
 
 
 class CoryConfig(_Section):
@@ -70,6 +75,8 @@ class CoryConfig(_Section):
     lora: LoraSection = Field(default_factory=LoraSection, description="each agent's LoRA adapter on the "
                               "shared frozen base (r, alpha, dropout, target_modules)")
     engine: CoryEngine = Field(CoryEngine.auto, description="auto | hf | vllm: the generation engine")
+    vllm_sync: VllmSync = Field(VllmSync.inplace, description="vllm: how the engine gets an agent's new weights: "
+                                "inplace (reload into the running engine, ~4 s on CPU) | reload (rebuild, ~60 s)")
     generation_batch_size: int = Field(16, ge=1, description="hf engine: prompts per generate batch")
     dtype: str = Field("auto", pattern="^(auto|float32|bfloat16)$", description="training dtype (auto: bf16 "
                        "on GPU, fp32 on CPU)")

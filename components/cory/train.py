@@ -175,7 +175,8 @@ def run(cfg: CoryConfig) -> StageResult:
     agents = agent_names(cfg.algo)
     pool = AgentPool(cfg, agents)
     start = state.resume(out_dir, pool, cfg.fingerprint())
-    server = make_server(cfg.engine, pool, cfg.model, out_dir / "serving", cfg.seed, cfg.generation_batch_size)
+    server = make_server(cfg.engine, cfg.vllm_sync, pool, cfg.model, out_dir / "serving", cfg.seed,
+                         cfg.generation_batch_size)
     log.info("%s on %s: %d agent(s), iterations %d..%d, engine %s", cfg.algo.value, cfg.model, len(agents),
              start + 1, cfg.iterations, type(server).__name__)
     try:

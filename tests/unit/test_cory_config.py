@@ -30,6 +30,7 @@ def test_ppo_trains_its_one_agent_on_twice_the_answers():
     ({"temperature": 0.0}, "greater than 0"),
     ({"algo": "grpo"}, "cory"),
     ({"engine": "openai"}, "auto"),
+    ({"vllm_sync": "nccl"}, "inplace"),
     ({"clip": 1.5}, "less than 1"),
     ({"lam": 1.2}, "less than or equal to 1"),
     ({"lora": {"r": 0}}, "greater than or equal to 1"),
