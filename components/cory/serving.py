@@ -1,7 +1,7 @@
 """Keeping a generation engine on each agent's CURRENT weights, behind the Engine interface.
 
 Reads: the base model folder. Writes: `<work_dir>/<agent>/`, each agent's merged HF folder,
-rewritten after every update it receives (vllm only).
+rewritten after every update it receives (vllm only); scratch, removed on `close`.
 
 Three ways; `cory.engine` and `cory.vllm_sync` pick one:
 - `InMemoryServer` (hf): one transformers engine over the training model itself
@@ -21,6 +21,7 @@ Three ways; `cory.engine` and `cory.vllm_sync` pick one:
 from __future__ import annotations
 
 import logging
+import shutil
 import time
 from pathlib import Path
 from typing import Any, Protocol
@@ -98,6 +99,7 @@ class ReloadServer:
     def close(self) -> None:
         for agent in list(self.engines):
             self.updated(agent)
+        shutil.rmtree(self.work_dir, ignore_errors=True)  # scratch copies of the agents' weights
 
 
 def reload_in_place(engine, folder: Path) -> None:
@@ -146,6 +148,7 @@ class InPlaceServer:
         if self.engine is not None:
             self.engine.close()
         self.engine, self.loaded = None, None
+        shutil.rmtree(self.work_dir, ignore_errors=True)  # scratch copies of the agents' weights
 
 
 def resolve_engine(kind: CoryEngine) -> CoryEngine:

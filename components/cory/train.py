@@ -12,7 +12,8 @@ Writes to `cory.out_dir`:
 - `samples.jsonl`: the first questions' answers of each iteration, to read;
 - `checkpoint/state.pt` (components.cory.state): resumable after every iteration;
 - `metrics.json`: flat final / best numbers; `adapters/<agent>/` (each PEFT adapter) and, with
-  `save_merged`, `agents/<agent>/` (merged HF folders that eval and vLLM load).
+  `save_merged`, `agents/<agent>/` (merged HF folders that eval and vLLM load);
+- `serving/` while running with vLLM: scratch merged weights the engine loads, removed at the end.
 
 Algorithm (Ma et al. 2024, arXiv 2410.06101, sec. 3; ALGORITHMS.md "CORY"): each iteration draws
 questions, the pioneer answers, the observer answers with the pioneer's answer as reference, both

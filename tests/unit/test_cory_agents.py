@@ -127,3 +127,4 @@ def test_merged_export_and_reload_serve_the_trained_agent(pool, cfg, tmp_path):
     reload.updated("agent1")
     assert reload.engine_for("agent1") is not first  # rebuilt after an update
     reload.close()
+    assert not (tmp_path / "serving").exists()  # scratch weights are removed
