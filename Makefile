@@ -24,7 +24,8 @@ model: install
 	$(BIN)/sweetflow model prepare
 
 run: data model
-	$(BIN)/sweetflow eval --limit 8 --simulator retrieval --out runs/zero-shot
+	$(BIN)/sweetflow run
+	$(BIN)/sweetflow compare
 
 test: data model
 	$(BIN)/pytest -q -m "not slow and not gpu" --durations=10

@@ -49,6 +49,18 @@ def test_eval_deployment_has_the_cron_schedule_and_the_parameter_form(client):
     assert "one evaluation per seed" in fields["seeds"]["description"]
 
 
+def test_pipeline_deployment_form_has_the_run_options(client):
+    register(build_deployment("pipeline", CRON, name="it-pipeline"))
+
+    dep = client.read_deployment_by_name("sweetflow-pipeline/it-pipeline")
+    assert dep.entrypoint == "flows.pipeline_flow.pipeline_flow"
+    assert dep.schedules[0].schedule.cron == CRON
+    schema = dep.parameter_openapi_schema
+    fields = schema["definitions"]["PipelineParams"]["properties"]
+    assert {"algo", "iterations", "profile", "overrides", "runs_root"} <= set(fields)
+    assert schema["definitions"]["Algo"]["enum"] == ["sweet", "mtdpo", "rft"]  # a drop-down in the UI
+
+
 def test_the_server_schedules_runs_at_the_cron_times(client):
     """The server's own scheduling code (what its scheduler service runs every loop): runs at 02:00 UTC."""
     import sqlalchemy

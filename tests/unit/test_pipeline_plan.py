@@ -1,0 +1,91 @@
+"""The pipeline's per-iteration parameters and generated dvc.yaml (components.pipeline_plan)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from components import pipeline_plan as pp
+from components.config import ConfigError
+
+
+@pytest.fixture
+def plan(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text((pp.CODE_ROOT / "params.yaml").read_text())
+    return pp.plan_run("sweet", "smoke", ["rollouts.per_task=3"])
+
+
+def test_the_run_folder_names_the_run_and_hashes_its_parameters(plan, tmp_path):
+    assert plan.run_dir.parent == pp.RUNS_ROOT and plan.run_dir.name.startswith("sweet-smoke-")
+    assert pp.plan_run("sweet", "smoke", ["rollouts.per_task=3"]).run_dir == plan.run_dir
+    assert pp.plan_run("sweet", "smoke", ["rollouts.per_task=4"]).run_dir != plan.run_dir
+    assert pp.plan_run("mtdpo", "smoke", ["rollouts.per_task=3"]).doc["actor"]["algo"] == "mtdpo"
+    with pytest.raises(ConfigError, match="unknown algo 'ppo2'"):
+        pp.plan_run("ppo2")
+
+
+def test_iteration_k_starts_from_the_last_actor_with_its_own_folders_and_seeds(plan):
+    base = plan.doc["train"]["model"]
+    zero, first, second = (pp.iteration_doc(plan, k, start) for k, start in
+                           [(0, base), (1, base), (2, str(plan.trained_actor(1)))])
+    assert zero["eval"]["model"] == base and zero["eval"]["out_dir"] == str(plan.run_dir / "iter-0" / "eval")
+    assert first["rollouts"]["model"] == first["train"]["model"] == base
+    assert second["rollouts"]["model"] == second["train"]["model"] == str(plan.run_dir / "iter-1/train/actor/model")
+    assert second["train"]["out_dir"] == str(plan.run_dir / "iter-2" / "train")
+    assert second["eval"]["model"] == str(plan.trained_actor(2))
+    assert [d["rollouts"]["seed"] for d in (first, second)] == [0, 1]
+    assert [d["eval"]["seeds"] for d in (zero, first, second)] == [[0]] * 3  # compared on the same episodes
+    assert plan.doc["rollouts"]["out_dir"] == "runs/rollouts"  # the plan itself is not modified
+
+
+def test_generated_dvc_yaml_fills_paths_runs_from_the_root_and_tracks_the_iteration_params(plan, tmp_path):
+    path = pp.write_iteration(plan, 1, plan.doc["train"]["model"])
+    stages = yaml.safe_load(path.read_text())["stages"]
+    assert list(stages) == ["rollouts", *pp.TRAIN_STAGES[plan.algo], "eval_actor"]
+    it = plan.run_dir / "iter-1"
+    critic = stages["critic"]
+    assert critic["wdir"] == "../../../.."
+    assert critic["cmd"] == f"SWEETFLOW_PARAMS={it}/params.yaml python -m components.critic.train"
+    assert critic["params"] == [{f"{it}/params.yaml": ["critic", "train", "data"]}]
+    assert f"{it}/train/pairs/pairs.jsonl" in critic["deps"]
+    assert str(pp.CODE_ROOT / "components/critic") in critic["deps"]  # code outside this project: absolute
+    assert "${" not in path.read_text()
+    assert f"{it}/train/ranking/turn_pairs.jsonl" in stages["actor"]["deps"]
+    saved = yaml.safe_load((tmp_path / it / "params.yaml").read_text())
+    assert saved["train"]["out_dir"] == str(it / "train")
+
+    mtime = path.stat().st_mtime_ns
+    assert pp.write_iteration(plan, 1, plan.doc["train"]["model"]) == path and path.stat().st_mtime_ns == mtime
+
+
+@pytest.mark.parametrize("algo, stages, actor_input", [
+    ("mtdpo", ["rollouts", "train_pairs", "actor", "eval_actor"], "train/pairs/pairs.jsonl"),
+    ("rft", ["rollouts", "actor", "eval_actor"], "rollouts/trajectories.jsonl"),
+])
+def test_baselines_run_their_own_steps_and_train_on_their_own_input(plan, algo, stages, actor_input):
+    other = pp.plan_run(algo, "smoke", ["rollouts.per_task=3"])
+    generated = yaml.safe_load(pp.write_iteration(other, 1, "m").read_text())["stages"]
+    assert list(generated) == stages
+    deps = generated["actor"]["deps"]
+    assert str(other.run_dir / "iter-1" / actor_input) in deps and not any("turn_pairs" in d for d in deps)
+
+
+def test_offline_rollouts_feed_the_first_iteration_only(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text((pp.CODE_ROOT / "params.yaml").read_text())
+    plan = pp.plan_run("sweet", "smoke", ["rollouts.offline=old/trajectories.jsonl"])
+    first = yaml.safe_load(pp.write_iteration(plan, 1, "m").read_text())["stages"]["rollouts"]
+    assert "old/trajectories.jsonl" in first["deps"]
+    assert pp.iteration_doc(plan, 2, "m")["rollouts"]["offline"] is None
+
+
+def test_a_dvc_yaml_variable_the_parameters_lack_is_a_clear_error(plan, tmp_path):
+    root = tmp_path / "dvc.yaml"
+    root.write_text(yaml.safe_dump({"stages": {"eval_zero_shot": {"cmd": "x ${eval.nope}", "deps": []}}}))
+    with pytest.raises(ConfigError, match=r"\$\{eval.nope\}"):
+        pp.write_iteration(plan, 0, "m", root_dvc=root)
+    root.write_text(yaml.safe_dump({"stages": {}}))
+    with pytest.raises(ConfigError, match="lacks the stages eval_zero_shot"):
+        pp.write_iteration(plan, 0, "m", root_dvc=Path(root))
