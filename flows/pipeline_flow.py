@@ -166,11 +166,11 @@ def pipeline_flow(params: PipelineParams = PipelineParams()) -> dict:
                                          "sweetflow.profile": plan.profile, "sweetflow.run_dir": str(plan.run_dir)}
     with mlflow.start_run(experiment_id=experiment, run_name=plan.run_dir.name, tags=tags) as run:
         mlflow.log_params(tracking.flatten({"iterations": params.iterations, **plan.doc}))
-        iterations = [run_iteration(plan, 0, base, run.info.run_id, experiment)]
-        for k in range(1, params.iterations + 1):
-            iterations.append(run_iteration(plan, k, iterations[-1].actor, run.info.run_id, experiment))
+        iterations: list[Iteration] = []
+        for k in range(params.iterations + 1):
+            start = iterations[-1].actor if iterations else base
+            iterations.append(run_iteration(plan, k, start, run.info.run_id, experiment))
             log_progress(plan, run.info.run_id, iterations)
-        log_progress(plan, run.info.run_id, iterations)
         table = summary_table(plan, iterations)
         (plan.run_dir / "summary.json").write_text(json.dumps([asdict(it) for it in iterations], indent=2) + "\n")
         mlflow.log_artifact(str(plan.run_dir / "summary.json"))
