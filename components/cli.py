@@ -161,29 +161,31 @@ def train(
 
 @app.command("run")
 def run(
-    algo: str = typer.Option("sweet", help="sweet | mtdpo | rft"),
-    iterations: int = typer.Option(1, min=0, help="training iterations, each starting from the last actor"),
+    algo: str = typer.Option("sweet", help="sweet | mtdpo | rft (ColBench) | cory | ppo (GSM8K)"),
+    iterations: Optional[int] = typer.Option(None, min=0, help="ColBench: training iterations, each starting "
+                                             "from the last actor [1]; cory/ppo: PPO iterations [cory.iterations]"),
     profile: str = typer.Option("default", help="default | smoke | gpu-8b (params.yaml profiles)"),
     override: Optional[list[str]] = typer.Option(None, "-S", "--set", help="section.key=value, after the "
                                                  "profile (repeatable), e.g. -S critic.optim.lr=1e-5"),
 ) -> None:
     """The whole pipeline (a Prefect flow): evaluate the base model, then N iterations of rollouts,
-    training and evaluation; DVC skips unchanged steps, MLflow tracks every step."""
+    training and evaluation (or CORY/PPO on GSM8K); DVC skips unchanged steps, MLflow tracks every step."""
     from components.config import ConfigError
-    from components.train_config import Algo
+    from components.pipeline_plan import PipelineAlgo
     from flows.pipeline_flow import PipelineParams, pipeline_flow, resolve
 
     _setup()
     try:
-        if algo not in {a.value for a in Algo}:
-            raise ConfigError(f"unknown algo '{algo}' (choose one of {', '.join(a.value for a in Algo)})")
+        if algo not in {a.value for a in PipelineAlgo}:
+            raise ConfigError(f"unknown algo '{algo}' (choose one of {', '.join(a.value for a in PipelineAlgo)})")
         params = PipelineParams(algo=algo, iterations=iterations, profile=profile, overrides=override or [])
         plan = resolve(params)
     except (ConfigError, ValueError) as exc:
         _fail(str(exc))
     if not Path(".dvc").is_dir():
         _fail(f"{Path.cwd()} is not a DVC project: run `sweetflow run` from the sweetflow checkout")
-    typer.echo(f"pipeline run {plan.run_dir} ({algo}, profile {profile}, {iterations} iteration(s))")
+    count = plan.doc["cory"]["iterations"] if plan.gsm8k else 1 if iterations is None else iterations
+    typer.echo(f"pipeline run {plan.run_dir} ({algo}, profile {profile}, {count} iteration(s))")
     result = pipeline_flow(params)
     typer.echo(f"\n{result['summary']}\ncompare runs: sweetflow compare   (MLflow run {result['mlflow_run_id']})")
 

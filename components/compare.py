@@ -5,7 +5,9 @@ The pipeline logs one parent run per pipeline run (tags `sweetflow.kind=pipeline
 `sweetflow.profile`) and, under it, one nested run per evaluation of an iteration's actor (tags
 `sweetflow.kind=eval`, `sweetflow.algo`, `sweetflow.iteration`; 0 is the base model before training)
 with metrics `success_rate`, `tests_passed`, `n` and, when the evaluation computed them, the 95%
-interval bounds `<metric>_ci_low` / `<metric>_ci_high`.
+interval bounds `<metric>_ci_low` / `<metric>_ci_high`. CORY/PPO runs (GSM8K) log one eval run per
+iteration and agent (tag `sweetflow.agent`) with success_rate = pass@1 and the task_reward, kl and
+objective (task reward - eta * KL) columns, which appear whenever some run logged them.
 Writes: a fixed-width table (returned as text) and a PNG plot of each metric against the iteration,
 one line per parent run, with error bars from the intervals.
 No paper equation is implemented here; this is the "compare iterations and algorithms" view of the
@@ -22,9 +24,11 @@ import pandas as pd
 
 DEFAULT_EXPERIMENT = "sweetflow-pipeline"
 BASE_METRICS = ("success_rate", "tests_passed")
+OPTIONAL_METRICS = ("task_reward", "kl", "objective")  # shown when some eval run logged them (CORY, PPO)
 CI_BOUNDS = ("ci_low", "ci_high")
 _EVAL_FILTER = "tags.`sweetflow.kind` = 'eval'"
-_TAG_COLUMNS = {"algo": "sweetflow.algo", "iteration": "sweetflow.iteration", "profile": "sweetflow.profile"}
+_TAG_COLUMNS = {"algo": "sweetflow.algo", "iteration": "sweetflow.iteration", "profile": "sweetflow.profile",
+                "agent": "sweetflow.agent"}
 
 
 class CompareError(ValueError):
@@ -66,7 +70,8 @@ def eval_runs(experiment: str = DEFAULT_EXPERIMENT, metrics: Sequence[str] = ())
     """One row per evaluated iteration in `experiment` (an empty frame when there is none).
 
     Columns: run (the parent pipeline run's name), algo, iteration (int), profile (the parent's tag,
-    else the eval run's), each metric in BASE_METRICS + `metrics` with its `_ci_low`/`_ci_high`
+    else the eval run's), agent (CORY/PPO's evaluated agent, else None), each metric in BASE_METRICS,
+    OPTIONAL_METRICS that some run logged, and `metrics`, with its `_ci_low`/`_ci_high`
     bounds (NaN where not logged), n, start_time and status (of the eval run), run_id, parent_run_id.
     Sorted by algo, then iteration, then start time. Raises CompareError if the experiment is unknown.
     """
@@ -74,6 +79,8 @@ def eval_runs(experiment: str = DEFAULT_EXPERIMENT, metrics: Sequence[str] = ())
 
     exp = _experiment(experiment)
     found = mlflow.search_runs([exp.experiment_id], filter_string=_EVAL_FILTER, output_format="list")
+    logged = {name for r in found for name in r.data.metrics}
+    metrics = [*[m for m in OPTIONAL_METRICS if m in logged], *metrics]
     parents = _parents(exp.experiment_id, sorted({r.data.tags.get("mlflow.parentRunId", "") for r in found} - {""}))
     rows = []
     for r in found:
@@ -106,7 +113,8 @@ def _interval(low: Any, high: Any) -> str:
 
 
 def _cells(row: pd.Series, metrics: Sequence[str], with_ci: dict[str, bool]) -> list[str]:
-    cells = [str(row["run"]), str(row["algo"]), "-" if pd.isna(row["iteration"]) else str(row["iteration"]),
+    algo = f"{row['algo']}/{row['agent']}" if row["agent"] else str(row["algo"])
+    cells = [str(row["run"]), algo, "-" if pd.isna(row["iteration"]) else str(row["iteration"]),
              str(row["profile"] or "-")]
     for m in metrics:
         cells.append(_number(row[m]))
@@ -161,8 +169,8 @@ def _draw(ax: Any, df: pd.DataFrame, metric: str, colors: dict[str, str]) -> Non
 def plot(df: pd.DataFrame, path: Path) -> Path:
     """PNG at `path`: each metric of `df` against the iteration, one line per pipeline run.
 
-    A run keeps its colour in every panel; the legend names each run by algo and run name
-    (and the run id's first characters where names repeat).
+    A run (each agent of a CORY run) keeps its colour in every panel; the legend names it by algo
+    (and agent) and run name (and the run id's first characters where names repeat).
     """
     import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -170,7 +178,8 @@ def plot(df: pd.DataFrame, path: Path) -> Path:
     from matplotlib.lines import Line2D
 
     metrics = _metrics_in(df)
-    df = df.assign(_line=df["parent_run_id"].fillna(df["run_id"]))
+    df = df.assign(_line=df["parent_run_id"].fillna(df["run_id"]) + df["agent"].fillna("").map(
+        lambda a: f"/{a}" if a else ""))
     cycle = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
     firsts = df.drop_duplicates("_line")
     colors = {key: cycle[i % len(cycle)] for i, key in enumerate(firsts["_line"])}
@@ -179,7 +188,7 @@ def plot(df: pd.DataFrame, path: Path) -> Path:
     for ax, metric in zip(fig.subplots(1, len(metrics), squeeze=False)[0], metrics):
         _draw(ax, df, metric, colors)
     handles = [Line2D([], [], color=colors[r["_line"]], marker="o") for _, r in firsts.iterrows()]
-    labels = [f"{r['algo']} · {r['run']}" for _, r in firsts.iterrows()]
+    labels = [f"{r['algo']}{'/' + r['agent'] if r['agent'] else ''} · {r['run']}" for _, r in firsts.iterrows()]
     repeated = {label for label in labels if labels.count(label) > 1}  # e.g. nightly runs with one name
     labels = [f"{label} ({key[:8]})" if label in repeated else label for label, key in zip(labels, firsts["_line"])]
     if handles:

@@ -16,13 +16,14 @@ from pydantic import BaseModel, ValidationError
 
 from components.config import (PARAMS, ConfigError, DataConfig, EpisodeSection, EvalConfig, ModelConfig,
                                RolloutsConfig, error_lines, read_params)
+from components.cory.config import CoryConfig
 from components.train_config import (ActorConfig, CandidatesConfig, CriticConfig, PairsConfig, RankingConfig,
                                      TrainConfig)
 
 SECTIONS: dict[str, type[BaseModel]] = {
     "data": DataConfig, "model": ModelConfig, "episode": EpisodeSection, "eval": EvalConfig,
     "rollouts": RolloutsConfig, "train": TrainConfig, "pairs": PairsConfig, "critic": CriticConfig,
-    "candidates": CandidatesConfig, "ranking": RankingConfig, "actor": ActorConfig,
+    "candidates": CandidatesConfig, "ranking": RankingConfig, "actor": ActorConfig, "cory": CoryConfig,
 }
 DEFAULT = "default"
 

@@ -1,4 +1,5 @@
-"""Prefect flow: the whole pipeline, iterated: data pull -> model -> [rollouts -> training -> eval] x N.
+"""Prefect flow: the whole pipeline, iterated: data pull -> model -> [rollouts -> training -> eval] x N
+(ColBench: sweet, mtdpo, rft), or data pull -> model -> cory (GSM8K: cory, ppo; the stage iterates).
 
 Wiring only. Each step is a stage of a generated, per-iteration dvc.yaml (components.pipeline_plan)
 run as `dvc repro --single-item` in its own process group, so GPU and vLLM memory is returned
@@ -28,8 +29,7 @@ from pydantic import BaseModel, Field
 
 from components import registry, tracking
 from components.compare import DEFAULT_EXPERIMENT, eval_runs, plot
-from components.pipeline_plan import RUNS_ROOT, RunPlan, plan_run, write_iteration
-from components.train_config import Algo
+from components.pipeline_plan import CORY, GSM8K_ALGOS, RUNS_ROOT, PipelineAlgo, RunPlan, plan_run, write_iteration
 from flows import pipeline_steps as ps
 from flows.steps import dvc_repro, format_table
 
@@ -37,8 +37,11 @@ from flows.steps import dvc_repro, format_table
 class PipelineParams(BaseModel):
     """Parameters of a pipeline run (the Prefect UI shows them as a form); `overrides` win over the profile."""
 
-    algo: Algo = Field(Algo.sweet, description="sweet (SWEET-RL) | mtdpo (multi-turn DPO) | rft (rejection FT)")
-    iterations: int = Field(1, ge=0, le=100, description="training iterations; each starts from the last actor")
+    algo: PipelineAlgo = Field(PipelineAlgo.sweet, description="sweet (SWEET-RL) | mtdpo (multi-turn DPO) | "
+                               "rft (rejection FT) on ColBench; cory (CORY) | ppo (single-agent PPO) on GSM8K")
+    iterations: int | None = Field(None, ge=0, le=1000, description="training iterations; ColBench: each starts "
+                                   "from the last actor (default 1); cory/ppo: PPO iterations (default: "
+                                   "cory.iterations)")
     profile: str = Field("default", description="default (embedded CPU run) | smoke | gpu-8b (params.yaml profiles)")
     overrides: list[str] = Field(default_factory=list, description="section.key=value, e.g. critic.optim.lr=1e-5")
     runs_root: str = Field(str(RUNS_ROOT), description="folder holding the runs' iteration folders")
@@ -57,7 +60,10 @@ class Iteration:
 
 def resolve(params: PipelineParams) -> RunPlan:
     """The run's plan; raises ConfigError on a bad algo, profile or override."""
-    return plan_run(params.algo.value, params.profile, params.overrides, Path(params.runs_root))
+    overrides = list(params.overrides)
+    if params.algo in GSM8K_ALGOS and params.iterations is not None:
+        overrides.append(f"cory.iterations={params.iterations}")
+    return plan_run(params.algo.value, params.profile, overrides, Path(params.runs_root))
 
 
 @task(name="data pull", retries=2, retry_delay_seconds=10)
@@ -103,13 +109,16 @@ def run_iteration(plan: RunPlan, k: int, start: str, parent: str, experiment: st
     """Iteration k's stages in order, each tracked; stops before training when there is no signal."""
     dvc_yaml = write_iteration(plan, k, start)
     it = Iteration(k, start if k == 0 else str(plan.trained_actor(k)))
+    if plan.gsm8k:
+        it.actor = str(plan.iteration_dir(k) / CORY / "adapters")
     for stage in plan.stages(k):
         runner = episode_stage_task if stage in ps.EPISODE_STAGES else stage_task
         ran = runner(dvc_yaml, stage, k)
         (it.ran if ran else it.skipped).append(stage)
         tracked = track_task(plan, dvc_yaml, stage, k, ran, parent, experiment)
-        if stage in ps.EVAL_STAGES:
+        if stage == CORY or stage in ps.EVAL_STAGES:
             it.metrics = tracked["metrics"]
+        if stage in ps.EVAL_STAGES:
             it.registry = gate_task(it.actor, tracked["run_id"], it.metrics, k)
         it.no_signal = ps.no_signal(plan.algo, stage, tracked["metrics"])
         if it.no_signal:
@@ -138,11 +147,22 @@ def log_progress(plan: RunPlan, parent: str, iterations: list[Iteration]) -> Non
         client.log_artifact(parent, str(plot(df, plan.run_dir / "iterations.png")), "plots")
 
 
+def cory_score(m: dict[str, float]) -> str:
+    """A CORY/PPO stage's final evaluation per agent, from its metrics.json."""
+    agents = sorted(k[len("final_"):-len("_pass_at_1")] for k in m
+                    if k.endswith("_pass_at_1") and k.startswith("final_") and k != "final_mean_pass_at_1")
+    parts = [f"{a} pass@1 {m[f'final_{a}_pass_at_1']:.3f}, reward {m[f'final_{a}_reward']:.3f}, "
+             f"kl {m[f'final_{a}_kl']:.4f}, objective {m[f'final_{a}_objective']:.3f}" for a in agents]
+    return f"{int(m['iterations'])} PPO iterations from pass@1 {m.get('initial_pass_at_1', float('nan')):.3f}: " \
+        + "; ".join(parts)
+
+
 def summary_table(plan: RunPlan, iterations: list[Iteration]) -> str:
     rows = [("run", str(plan.run_dir)), ("algorithm", plan.algo.value), ("profile", plan.profile)]
     for it in iterations:
         m = it.metrics
-        score = (f"success {m['success_rate']:.3f}, tests passed {m['tests_passed']:.3f}" if m else
+        score = (cory_score(m) if plan.gsm8k else
+                 f"success {m['success_rate']:.3f}, tests passed {m['tests_passed']:.3f}" if m else
                  f"not evaluated: no learning signal ({it.no_signal})" if it.no_signal else "not evaluated")
         gate = f", registry v{it.registry['version']}{' champion' if it.registry['promoted'] else ''}" \
             if it.registry else ""
@@ -154,7 +174,7 @@ def summary_table(plan: RunPlan, iterations: list[Iteration]) -> str:
 @flow(name="sweetflow-pipeline", log_prints=True)
 def pipeline_flow(params: PipelineParams = PipelineParams()) -> dict:
     """SWEET-RL (or a baseline) end to end: evaluate the base model, then N iterations of rollouts,
-    training and evaluation; every step DVC-versioned and tracked in MLflow."""
+    training and evaluation; or CORY/PPO on GSM8K; every step DVC-versioned and tracked in MLflow."""
     import mlflow
 
     plan = resolve(params)
@@ -165,9 +185,10 @@ def pipeline_flow(params: PipelineParams = PipelineParams()) -> dict:
     tags = tracking.provenance_tags() | {"sweetflow.kind": "pipeline", "sweetflow.algo": plan.algo.value,
                                          "sweetflow.profile": plan.profile, "sweetflow.run_dir": str(plan.run_dir)}
     with mlflow.start_run(experiment_id=experiment, run_name=plan.run_dir.name, tags=tags) as run:
-        mlflow.log_params(tracking.flatten({"iterations": params.iterations, **plan.doc}))
+        n = plan.doc["cory"]["iterations"] if plan.gsm8k else 1 if params.iterations is None else params.iterations
+        mlflow.log_params(tracking.flatten({"iterations": n, **plan.doc}))
         iterations: list[Iteration] = []
-        for k in range(params.iterations + 1):
+        for k in plan.iterations(n):
             start = iterations[-1].actor if iterations else base
             iterations.append(run_iteration(plan, k, start, run.info.run_id, experiment))
             log_progress(plan, run.info.run_id, iterations)

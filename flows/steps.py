@@ -69,9 +69,11 @@ def log_stage_run(experiment: str, run_name: str, config: dict[str, Any], metric
 
 def log_nested_run(experiment_id: str, parent: str, name: str, config: dict[str, Any], metrics: dict,
                    tags: dict[str, str], files: Sequence[Path] = (), curves: Path | None = None,
-                   dialogues: Path | None = None, sample_dialogues: int = 0) -> str:
-    """A nested MLflow run under `parent`: config as params, metrics, `files` as artifacts, every row of
-    a train_metrics.jsonl (`curves`) as metric curves `train/<key>` by step, and the first
+                   dialogues: Path | None = None, sample_dialogues: int = 0, curve_step: str = "step",
+                   curve_prefix: str = "train/") -> str:
+    """A nested MLflow run under `parent`: config as params, metrics, `files` as artifacts, every
+    numeric value of every row of a JSONL file (`curves`: a train_metrics.jsonl, or CORY's
+    iterations.jsonl) as a metric curve `<curve_prefix><key>` by the row's `curve_step`, and the first
     `sample_dialogues` trajectories of `dialogues` rendered as markdown. Returns the run id.
 
     The parent is passed explicitly: MLflow's active run is thread-local and Prefect tasks may run on
@@ -88,8 +90,8 @@ def log_nested_run(experiment_id: str, parent: str, name: str, config: dict[str,
                 mlflow.log_artifact(str(path))
         if curves is not None and curves.exists():
             rows = [json.loads(line) for line in curves.read_text().splitlines() if line.strip()]
-            curve = [Metric(f"train/{k}", float(v), 0, int(r["step"])) for r in rows for k, v in r.items()
-                     if k != "step" and isinstance(v, (int, float))]
+            curve = [Metric(f"{curve_prefix}{k}", float(v), 0, int(r[curve_step])) for r in rows
+                     for k, v in r.items() if k != curve_step and isinstance(v, (int, float))]
             for start in range(0, len(curve), 900):
                 mlflow.tracking.MlflowClient().log_batch(run.info.run_id, metrics=curve[start:start + 900])
             mlflow.log_artifact(str(curves))

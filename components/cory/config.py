@@ -85,8 +85,6 @@ class CoryConfig(_Section):
     seed: int = Field(0, description="seed of the LoRA/value-head init, question draws, sampling, minibatches")
     out_dir: Path = Field(Path("runs/cory"), description="output folder (see components.cory.train)")
     save_merged: bool = Field(True, description="also write each agent as a merged HF folder at the end")
-    experiment: str = Field("sweetflow-cory", min_length=1, description="MLflow experiment the flow logs "
-                            "this stage under (the component itself does not log)")
 
     @property
     def samples_per_agent(self) -> int:
@@ -110,4 +108,4 @@ class CoryConfig(_Section):
     def fingerprint(self) -> dict:
         """What a checkpoint must share with this config to be resumed: everything but the number of
         iterations (a run may be extended) and where it lives."""
-        return self.model_dump(mode="json", exclude={"iterations", "out_dir", "experiment"})
+        return self.model_dump(mode="json", exclude={"iterations", "out_dir"})

@@ -89,3 +89,45 @@ def test_a_dvc_yaml_variable_the_parameters_lack_is_a_clear_error(plan, tmp_path
     root.write_text(yaml.safe_dump({"stages": {}}))
     with pytest.raises(ConfigError, match="lacks the stages eval_zero_shot"):
         pp.write_iteration(plan, 0, "m", root_dvc=Path(root))
+
+
+@pytest.fixture
+def cory_plan(plan):
+    return pp.plan_run("cory", "smoke", ["cory.lr=0.001"])
+
+
+def test_a_cory_run_holds_only_its_sections_and_one_stage_that_iterates_itself(cory_plan):
+    assert cory_plan.run_dir.name.startswith("cory-smoke-") and cory_plan.gsm8k
+    assert sorted(cory_plan.doc) == ["cory", "model"] and cory_plan.doc["cory"]["algo"] == "cory"
+    assert cory_plan.iterations(7) == [1] and cory_plan.stages(1) == ("cory",)
+    assert pp.plan_run("ppo", "smoke").doc["cory"]["algo"] == "ppo"
+    assert pp.plan_run("sweet", "smoke").iterations(2) == [0, 1, 2] and "cory" not in pp.plan_run("sweet").doc
+
+
+def test_a_longer_cory_run_keeps_its_folder_and_other_parameters_do_not(cory_plan):
+    longer = pp.plan_run("cory", "smoke", ["cory.lr=0.001", "cory.iterations=9"])
+    assert longer.run_dir == cory_plan.run_dir and longer.doc["cory"]["iterations"] == 9
+    assert pp.plan_run("cory", "smoke", ["cory.lr=0.002"]).run_dir != cory_plan.run_dir
+    assert pp.plan_run("ppo", "smoke", ["cory.lr=0.001"]).run_dir != cory_plan.run_dir
+
+
+def test_an_override_of_a_section_the_algorithm_does_not_read_is_an_error(plan):
+    with pytest.raises(ConfigError, match="critic.optim.lr=1 do not apply to algo cory"):
+        pp.plan_run("cory", "smoke", ["critic.optim.lr=1"])
+    with pytest.raises(ConfigError, match="cory.lr=0.1 do not apply to algo sweet"):
+        pp.plan_run("sweet", "smoke", ["cory.lr=0.1"])
+
+
+def test_the_cory_stage_writes_under_its_iteration_and_depends_on_the_start_model(cory_plan, tmp_path):
+    model = tmp_path / "base-model"
+    model.mkdir()
+    stages = yaml.safe_load(pp.write_iteration(cory_plan, 1, str(model)).read_text())["stages"]
+    assert list(stages) == ["cory"]
+    it = cory_plan.run_dir / "iter-1"
+    cory = stages["cory"]
+    assert cory["cmd"] == f"SWEETFLOW_PARAMS={it}/params.yaml python -m components.cory.train"
+    assert cory["params"] == [{f"{it}/params.yaml": ["cory"]}]
+    assert str(model) in cory["deps"] and "data/gsm8k/train.jsonl" in cory["deps"]
+    assert f"{it}/cory/adapters" in cory["outs"] and {f"{it}/cory/checkpoint": {"persist": True}} in cory["outs"]
+    saved = yaml.safe_load((tmp_path / it / "params.yaml").read_text())
+    assert saved["cory"]["out_dir"] == str(it / "cory") and saved["cory"]["model"] == str(model)

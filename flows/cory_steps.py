@@ -1,0 +1,78 @@
+"""What the pipeline flow logs for a CORY (or single-agent PPO) stage, read back from its files.
+
+Wiring only. The `cory` stage (components/cory/train.py) writes under `cory.out_dir`:
+eval_initial.json (the base model), iterations.jsonl (one row per PPO iteration with every agent's
+`train/<agent>/...` and `eval/<agent>/...` numbers), samples.jsonl (answers to read) and
+metrics.json. This module turns them into MLflow runs under the pipeline's parent run:
+- one nested stage run (kind=stage): the `cory` section as params, metrics.json, every
+  iteration row as metric curves by iteration, the samples rendered as markdown;
+- one nested eval run per iteration and agent (kind=eval, tags sweetflow.iteration and
+  sweetflow.agent; iteration 0 is the base model, logged for each agent so that each agent's
+  curve starts there) with success_rate (= pass@1 on the fixed test slice), pass_at_1,
+  task_reward, kl, objective (task reward - eta * KL) and n, which `sweetflow compare` shows
+  side by side with the ColBench runs.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from components.cory.state import INITIAL_EVAL, ITERATIONS, SAMPLES, read_rows
+from flows.steps import log_nested_run
+
+
+def eval_metrics(values: dict[str, float], n: int) -> dict[str, float]:
+    """An agent's evaluation under the names `sweetflow compare` reads (success_rate is pass@1)."""
+    return {"success_rate": values["pass_at_1"], "pass_at_1": values["pass_at_1"], "task_reward": values["reward"],
+            "kl": values["kl"], "objective": values["objective"], "n": float(n)}
+
+
+def agents_of(rows: list[dict[str, Any]]) -> list[str]:
+    return sorted({key.split("/")[1] for key in rows[0] if key.startswith("eval/")}) if rows else []
+
+
+def eval_points(out_dir: Path, n: int) -> list[tuple[int, str, dict[str, float]]]:
+    """(iteration, agent, metrics) of every evaluation: the base model as iteration 0, then each row."""
+    rows = read_rows(out_dir / ITERATIONS)
+    agents = agents_of(rows) or ["agent0"]
+    points = []
+    initial = out_dir / INITIAL_EVAL
+    if initial.exists():
+        base = json.loads(initial.read_text())
+        points += [(0, agent, eval_metrics(base, n)) for agent in agents]
+    for row in rows:
+        points += [(row["iteration"], agent, eval_metrics({k.split("/")[2]: v for k, v in row.items()
+                                                           if k.startswith(f"eval/{agent}/")}, n))
+                   for agent in agents]
+    return points
+
+
+def render_samples(path: Path) -> str:
+    """samples.jsonl as markdown: each sampled question with every role's answer and its reward."""
+    parts = []
+    for s in read_rows(path):
+        mark = "correct" if s["correct"] else "wrong"
+        parts.append(f"### iteration {s['iteration']}, question {s['question']}: {s['role']} ({s['agent']}), "
+                     f"{mark}\n\n**Question.** {s['prompt']}\n\n**Gold.** {s['gold']}\n\n**Answer.**\n\n"
+                     f"```\n{s['answer']}\n```\n")
+    return "\n".join(parts)
+
+
+def track_cory(doc: dict[str, Any], metrics: dict[str, float], metrics_path: Path, k: int, parent: str,
+               experiment: str, tags: dict[str, str]) -> str:
+    """The stage run and its eval runs (see the module docstring); returns the stage run's id."""
+    import mlflow
+
+    out_dir = metrics_path.parent
+    samples = out_dir / "samples.md"
+    samples.write_text(render_samples(out_dir / SAMPLES))
+    run_id = log_nested_run(experiment, parent, f"iter {k} cory", {"cory": doc["cory"]}, metrics, tags,
+                            files=[metrics_path, out_dir / INITIAL_EVAL, out_dir / SAMPLES, samples],
+                            curves=out_dir / ITERATIONS, curve_step="iteration", curve_prefix="")
+    for iteration, agent, values in eval_points(out_dir, doc["cory"]["eval_questions"]):
+        eval_tags = tags | {"sweetflow.kind": "eval", "sweetflow.iteration": str(iteration), "sweetflow.agent": agent}
+        with mlflow.start_run(experiment_id=experiment, run_name=f"eval {iteration} {agent}", nested=True,
+                              parent_run_id=parent, tags=eval_tags):
+            mlflow.log_metrics(values)
+    return run_id

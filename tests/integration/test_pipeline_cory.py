@@ -1,0 +1,88 @@
+"""CORY and PPO as pipeline algorithms on the smoke profile: real Prefect runs, a real DVC stage in
+a git+DVC project of its own, a real MLflow store; the tiny model with the hf engine on a six-question
+GSM8K. Its answers are noise, so the numbers are plumbing, not learning."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from components.pipeline_plan import CODE_ROOT
+from tests.cory_helpers import write_gsm8k
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def overrides(project_dir, tiny_model_dir):
+    for cmd in (["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"]):
+        subprocess.run(cmd, cwd=project_dir, check=True)
+    shutil.copy(CODE_ROOT / "params.yaml", project_dir / "params.yaml")
+    write_gsm8k(project_dir / "gsm8k")
+    sets = {"cory.model": str(tiny_model_dir), "cory.engine": "hf", "cory.train_file": "gsm8k/train.jsonl",
+            "cory.test_file": "gsm8k/test.jsonl", "cory.max_new_tokens": 5, "cory.lr": 0.01,
+            "cory.lora": json.dumps({"r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"]})}
+    return [f"{k}={v}" for k, v in sets.items()]
+
+
+def _children(parent: str, kind: str) -> list:
+    import mlflow
+
+    where = f"tags.mlflow.parentRunId = '{parent}' and tags.`sweetflow.kind` = '{kind}'"
+    return mlflow.search_runs(experiment_names=["sweetflow-pipeline"], filter_string=where, output_format="list")
+
+
+def test_cory_runs_as_one_tracked_stage_and_a_longer_run_resumes_it(overrides):
+    from mlflow import MlflowClient
+
+    from components.compare import eval_runs, format_table
+    from flows.pipeline_flow import PipelineParams, pipeline_flow
+
+    first = pipeline_flow(PipelineParams(algo="cory", profile="smoke", overrides=overrides))
+    assert [it["ran"] for it in first["iterations"]] == [["cory"]]
+    run_dir = Path(first["run_dir"])
+    out = run_dir / "iter-1" / "cory"
+    assert "cory" in yaml.safe_load((run_dir / "iter-1" / "dvc.lock").read_text())["stages"]
+    assert (out / "adapters" / "agent1" / "adapter_config.json").exists()
+    assert "agent0 pass@1" in first["summary"] and "agent1 pass@1" in first["summary"]
+
+    [stage] = _children(first["mlflow_run_id"], "stage")
+    assert stage.data.params["cory.algo"] == "cory" and stage.data.metrics["iterations"] == 2
+    history = MlflowClient().get_metric_history(stage.info.run_id, "train/agent0/kl")
+    assert [m.step for m in history] == [1, 2]
+    assert "samples.md" in {f.path for f in MlflowClient().list_artifacts(stage.info.run_id)}
+    evals = _children(first["mlflow_run_id"], "eval")
+    points = sorted((int(r.data.tags["sweetflow.iteration"]), r.data.tags["sweetflow.agent"]) for r in evals)
+    assert points == [(i, a) for i in range(3) for a in ("agent0", "agent1")]
+    rows = [json.loads(line) for line in (out / "iterations.jsonl").read_text().splitlines()]
+    last = next(r for r in evals if r.data.tags["sweetflow.iteration"] == "2" and r.data.tags["sweetflow.agent"]
+                == "agent1")
+    assert last.data.metrics["success_rate"] == rows[-1]["eval/agent1/pass_at_1"]
+    assert last.data.metrics["kl"] == rows[-1]["eval/agent1/kl"] and last.data.metrics["n"] == 2
+
+    df = eval_runs()
+    assert {"task_reward", "kl", "objective"} <= set(df.columns) and set(df["agent"]) == {"agent0", "agent1"}
+    assert "cory/agent1" in format_table(df)
+
+    longer = pipeline_flow(PipelineParams(algo="cory", profile="smoke", iterations=3, overrides=overrides))
+    assert longer["run_dir"] == first["run_dir"] and longer["iterations"][0]["ran"] == ["cory"]
+    rows = [json.loads(line) for line in (out / "iterations.jsonl").read_text().splitlines()]
+    assert [r["iteration"] for r in rows] == [1, 2, 3]  # resumed after iteration 2, nothing repeated
+
+    again = pipeline_flow(PipelineParams(algo="cory", profile="smoke", iterations=3, overrides=overrides))
+    assert again["iterations"][0]["skipped"] == ["cory"]
+
+
+def test_ppo_trains_one_agent_on_the_same_stage(overrides):
+    from flows.pipeline_flow import PipelineParams, pipeline_flow
+
+    result = pipeline_flow(PipelineParams(algo="ppo", profile="smoke", iterations=1,
+                                          overrides=overrides))
+    assert Path(result["run_dir"]).name.startswith("ppo-smoke-")
+    agents = {r.data.tags["sweetflow.agent"] for r in _children(result["mlflow_run_id"], "eval")}
+    assert agents == {"agent0"} and "agent1" not in result["summary"]
