@@ -7,15 +7,13 @@ the metrics. Runs on Prefect's ephemeral API: no server needed.
 """
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 from pydantic import Field
 
-from components import registry, tracking
 from components.config import ConfigError, DataConfig, EpisodeSection, EvalConfig, stage_sections
-from flows.steps import EpisodeStageParams, format_table, log_stage_run, run_component, stage_config
+from flows.steps import EpisodeStageParams, format_table, log_stage_run, registry_gate, run_component, stage_config
 
 
 class EvalParams(EpisodeStageParams):
@@ -50,13 +48,8 @@ def track_step(cfg: EvalConfig, episode: EpisodeSection, data: DataConfig, metri
 
 
 @task(name="registry gate")
-def gate_step(cfg: EvalConfig, run_id: str, metrics: dict) -> dict:
-    """Register the evaluated model as `candidate`; promote it to `champion` only if it beats it."""
-    tracking.configure()
-    result = registry.gate(Path(cfg.model), run_id, metrics)
-    get_run_logger().info("registry: %s v%s %s (%s)", registry.MODEL_NAME, result.version,
-                          "promoted to champion" if result.promoted else "kept as candidate", result.reason)
-    return asdict(result)
+def gate_step(cfg: EvalConfig, run_id: str, metrics: dict) -> dict | None:
+    return registry_gate(cfg.model, run_id, metrics)
 
 
 def summary_table(metrics: dict) -> str:

@@ -27,11 +27,11 @@ from typing import Any
 from prefect import flow, get_run_logger, task
 from pydantic import BaseModel, Field
 
-from components import registry, tracking
+from components import tracking
 from components.compare import DEFAULT_EXPERIMENT, eval_runs, plot
 from components.pipeline_plan import CORY, GSM8K_ALGOS, RUNS_ROOT, PipelineAlgo, RunPlan, plan_run, write_iteration
 from flows import pipeline_steps as ps
-from flows.steps import dvc_repro, format_table
+from flows.steps import dvc_repro, format_table, registry_gate
 
 
 class PipelineParams(BaseModel):
@@ -96,13 +96,7 @@ def track_task(plan: RunPlan, dvc_yaml: Path, stage: str, k: int, ran: bool, par
 
 @task(name="registry gate", task_run_name="gate iter {k}")
 def gate_task(model: str, run_id: str, metrics: dict, k: int) -> dict | None:
-    if not Path(model).is_dir():
-        get_run_logger().info("registry: %s is not a local folder; not registered", model)
-        return None
-    result = registry.gate(Path(model), run_id, metrics)
-    get_run_logger().info("registry: %s v%s %s (%s)", registry.MODEL_NAME, result.version,
-                          "promoted to champion" if result.promoted else "kept as candidate", result.reason)
-    return asdict(result)
+    return registry_gate(model, run_id, metrics)
 
 
 def run_iteration(plan: RunPlan, k: int, start: str, parent: str, experiment: str) -> Iteration:

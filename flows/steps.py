@@ -1,5 +1,6 @@
 """What every flow step shares: the parameters of an episode stage, running a component in its
-own process, logging a stage's run to MLflow, and the end-of-run summary table.
+own process, logging a stage's run to MLflow, the registry gate after an evaluation, and the
+end-of-run summary table.
 
 Wiring only (DESIGN.md convention 2): components run as `python -m components.<stage> --config
 JSON` in a child process, so vLLM and torch memory is returned when the step ends, and the flow
@@ -12,12 +13,13 @@ import os
 import signal
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Sequence
 
 from pydantic import BaseModel, Field
 
-from components import tracking
+from components import registry, tracking
 from components.config import DataConfig, EpisodeSection
 from components.records import Trajectory, read_jsonl
 
@@ -51,38 +53,31 @@ def run_component(module: str, config: dict[str, Any], metrics_path: Path, args:
 
 def log_stage_run(experiment: str, run_name: str, config: dict[str, Any], metrics: dict, out_dir: Path,
                   sample_dialogues: int, artifacts: Sequence[str] = ("metrics.json",)) -> str:
-    """One MLflow run: resolved config as params, metrics, out_dir's artifacts and sample dialogues
-    (the first `sample_dialogues` trajectories of out_dir/trajectories.jsonl). Returns the run id."""
-    import mlflow
-
+    """A top-level MLflow run of a single-step flow (eval, rollouts): `log_nested_run` without a
+    parent, with provenance tags, out_dir's `artifacts` and its trajectories as sample dialogues."""
     tracking.configure()
-    trajs = list(read_jsonl(Path(out_dir) / "trajectories.jsonl", Trajectory))
-    with mlflow.start_run(experiment_id=tracking.experiment_id(experiment), run_name=run_name,
-                          tags=tracking.provenance_tags()) as run:
-        mlflow.log_params(tracking.flatten(config))
-        mlflow.log_metrics(tracking.numeric(metrics))
-        mlflow.log_text(tracking.render_dialogues(trajs[:sample_dialogues]), "dialogues.md")
-        for name in artifacts:
-            mlflow.log_artifact(str(Path(out_dir) / name))
-        return run.info.run_id
+    return log_nested_run(tracking.experiment_id(experiment), None, run_name, config, metrics,
+                          tracking.provenance_tags(), files=[Path(out_dir) / name for name in artifacts],
+                          dialogues=Path(out_dir) / "trajectories.jsonl", sample_dialogues=sample_dialogues)
 
 
-def log_nested_run(experiment_id: str, parent: str, name: str, config: dict[str, Any], metrics: dict,
+def log_nested_run(experiment_id: str, parent: str | None, name: str, config: dict[str, Any], metrics: dict,
                    tags: dict[str, str], files: Sequence[Path] = (), curves: Path | None = None,
                    dialogues: Path | None = None, sample_dialogues: int = 0, curve_step: str = "step",
                    curve_prefix: str = "train/") -> str:
-    """A nested MLflow run under `parent`: config as params, metrics, `files` as artifacts, every
-    numeric value of every row of a JSONL file (`curves`: a train_metrics.jsonl, or CORY's
-    iterations.jsonl) as a metric curve `<curve_prefix><key>` by the row's `curve_step`, and the first
-    `sample_dialogues` trajectories of `dialogues` rendered as markdown. Returns the run id.
+    """A nested MLflow run under `parent` (a top-level run when None): config as params, metrics,
+    `files` as artifacts (those that exist), every numeric value of every row of a JSONL file
+    (`curves`: a train_metrics.jsonl, or CORY's iterations.jsonl) as a metric curve
+    `<curve_prefix><key>` by the row's `curve_step`, and the first `sample_dialogues` trajectories
+    of `dialogues` rendered as markdown. Returns the run id.
 
     The parent is passed explicitly: MLflow's active run is thread-local and Prefect tasks may run on
     another thread than the flow."""
     import mlflow
     from mlflow.entities import Metric
 
-    with mlflow.start_run(experiment_id=experiment_id, run_name=name, nested=True, parent_run_id=parent,
-                          tags=tags) as run:
+    with mlflow.start_run(experiment_id=experiment_id, run_name=name, nested=parent is not None,
+                          parent_run_id=parent, tags=tags) as run:
         mlflow.log_params(tracking.flatten(config))
         mlflow.log_metrics(tracking.numeric(metrics))
         for path in files:
@@ -99,6 +94,21 @@ def log_nested_run(experiment_id: str, parent: str, name: str, config: dict[str,
             trajs = list(read_jsonl(dialogues, Trajectory))[:sample_dialogues]
             mlflow.log_text(tracking.render_dialogues(trajs), "dialogues.md")
         return run.info.run_id
+
+
+def registry_gate(model: str, run_id: str, metrics: dict) -> dict | None:
+    """Register the evaluated model as `candidate` and promote it to `champion` only if it beats the
+    champion (components.registry); None, with a log line, when the model is not a local folder."""
+    from prefect import get_run_logger
+
+    if not Path(model).is_dir():
+        get_run_logger().info("registry: %s is not a local folder; not registered", model)
+        return None
+    tracking.configure()
+    result = registry.gate(Path(model), run_id, metrics)
+    get_run_logger().info("registry: %s v%s %s (%s)", registry.MODEL_NAME, result.version,
+                          "promoted to champion" if result.promoted else "kept as candidate", result.reason)
+    return asdict(result)
 
 
 _DVC_GIT_HINTS = ("To track the changes with git", "git add ", "To enable auto staging", "core.autostage",
