@@ -35,7 +35,11 @@ by turn 8 of 20 ColBench episodes the agent's histories (~60k tokens) and the LL
 whole histories; agent throughput fell from ~140 to ~40 tok/s there, on a machine also loaded by
 another job, so part of that drop is contention) and
 VLLM_CPU_NUM_OF_RESERVED_CPU=0 unless already set in the environment; prefix caching on (turn
-k+1 prompts built from turn-k token ids hit the cache).
+k+1 prompts built from turn-k token ids hit the cache); eager mode (no torch.compile): every
+pipeline step builds its own engine and the compile cache is not reused across processes here, so
+each compiled build pays ~120 s. `python benchmarks/vllm_compile.py` (32 two-turn episodes, 128
+tokens a turn, 2 idle cores): build 36.8 s eager vs 120.5 s compiled, decoding 0.82x as fast,
+build + episodes 61.6 s vs 140.7 s (0.44x); eager stays ahead until a step generates ~150k tokens.
 """
 from __future__ import annotations
 
@@ -79,12 +83,14 @@ class VLLMEngine(TemplateChat):
         enable_prefix_caching: bool = True,
         enable_chunked_prefill: bool | None = None,
         max_num_batched_tokens: int | None = None,
+        enforce_eager: bool | None = None,
         **llm_kwargs: Any,
     ) -> None:
         """Build the engine. dtype None = bfloat16 on CPU, "auto" on GPU. `kv_cache_gb` sets
         VLLM_CPU_KVCACHE_SPACE on CPU (ignored on GPU, which uses gpu_memory_utilization).
         `enable_chunked_prefill` None = off on CPU (see the module docstring), vLLM's default on GPU.
-        Extra keyword arguments go to `vllm.LLM` unchanged."""
+        `enforce_eager` None = eager on CPU (no torch.compile; see the module docstring), vLLM's
+        default (compiled) on GPU. Extra keyword arguments go to `vllm.LLM` unchanged."""
         from transformers import AutoTokenizer
 
         on_cpu = _on_cpu()
@@ -95,6 +101,8 @@ class VLLMEngine(TemplateChat):
                 os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(kv_cache_gb)
             if enable_chunked_prefill is None:
                 enable_chunked_prefill = False
+            if enforce_eager is None:
+                enforce_eager = True
         if enable_chunked_prefill is False and max_num_batched_tokens is None:
             max_num_batched_tokens = max(max_model_len, 8192)
         from vllm import LLM
@@ -111,6 +119,8 @@ class VLLMEngine(TemplateChat):
             kwargs["gpu_memory_utilization"] = gpu_memory_utilization
         if enable_chunked_prefill is not None:
             kwargs["enable_chunked_prefill"] = enable_chunked_prefill
+        if enforce_eager is not None:
+            kwargs["enforce_eager"] = enforce_eager
         if max_num_batched_tokens is not None:
             kwargs["max_num_batched_tokens"] = max_num_batched_tokens
         kwargs.update(llm_kwargs)
