@@ -36,6 +36,7 @@ test-slow: data model
 bench: data model
 	$(BIN)/python benchmarks/scoring.py
 	$(BIN)/python benchmarks/rollout.py
+	$(BIN)/python benchmarks/vllm_compile.py
 
 clean:
 	rm -rf $(VENV)
