@@ -112,9 +112,14 @@ def _interval(low: Any, high: Any) -> str:
     return "-" if pd.isna(low) or pd.isna(high) else f"[{low:.3f}, {high:.3f}]"
 
 
+def _algo(row: pd.Series) -> str:
+    """The algo, and for CORY/PPO the evaluated agent: `sweet`, `cory/agent1`."""
+    agent = row["agent"]
+    return f"{row['algo']}/{agent}" if isinstance(agent, str) and agent else str(row["algo"])
+
+
 def _cells(row: pd.Series, metrics: Sequence[str], with_ci: dict[str, bool]) -> list[str]:
-    algo = f"{row['algo']}/{row['agent']}" if row["agent"] else str(row["algo"])
-    cells = [str(row["run"]), algo, "-" if pd.isna(row["iteration"]) else str(row["iteration"]),
+    cells = [str(row["run"]), _algo(row), "-" if pd.isna(row["iteration"]) else str(row["iteration"]),
              str(row["profile"] or "-")]
     for m in metrics:
         cells.append(_number(row[m]))
@@ -178,8 +183,8 @@ def plot(df: pd.DataFrame, path: Path) -> Path:
     from matplotlib.lines import Line2D
 
     metrics = _metrics_in(df)
-    df = df.assign(_line=df["parent_run_id"].fillna(df["run_id"]) + df["agent"].fillna("").map(
-        lambda a: f"/{a}" if a else ""))
+    algos = pd.Series([_algo(r) for _, r in df.iterrows()], index=df.index, dtype=object)
+    df = df.assign(_line=df["parent_run_id"].fillna(df["run_id"]) + "/" + algos)
     cycle = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
     firsts = df.drop_duplicates("_line")
     colors = {key: cycle[i % len(cycle)] for i, key in enumerate(firsts["_line"])}
@@ -188,7 +193,7 @@ def plot(df: pd.DataFrame, path: Path) -> Path:
     for ax, metric in zip(fig.subplots(1, len(metrics), squeeze=False)[0], metrics):
         _draw(ax, df, metric, colors)
     handles = [Line2D([], [], color=colors[r["_line"]], marker="o") for _, r in firsts.iterrows()]
-    labels = [f"{r['algo']}{'/' + r['agent'] if r['agent'] else ''} · {r['run']}" for _, r in firsts.iterrows()]
+    labels = [f"{_algo(r)} · {r['run']}" for _, r in firsts.iterrows()]
     repeated = {label for label in labels if labels.count(label) > 1}  # e.g. nightly runs with one name
     labels = [f"{label} ({key[:8]})" if label in repeated else label for label, key in zip(labels, firsts["_line"])]
     if handles:

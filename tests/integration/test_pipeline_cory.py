@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -86,3 +88,28 @@ def test_ppo_trains_one_agent_on_the_same_stage(overrides):
     assert Path(result["run_dir"]).name.startswith("ppo-smoke-")
     agents = {r.data.tags["sweetflow.agent"] for r in _children(result["mlflow_run_id"], "eval")}
     assert agents == {"agent0"} and "agent1" not in result["summary"]
+
+
+def test_a_cory_pipeline_killed_mid_training_resumes_after_its_last_iteration(overrides, project_dir):
+    cmd = [str(Path(sys.executable).parent / "sweetflow"), "run", "--algo", "cory", "--profile", "smoke",
+           "--iterations", "8", *[arg for o in overrides for arg in ("-S", o)]]
+    proc = subprocess.Popen(cmd, cwd=project_dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    rows_at_kill, deadline = 0, time.monotonic() + 600
+    while proc.poll() is None and time.monotonic() < deadline:
+        found = list(project_dir.glob("runs/pipeline/cory-smoke-*/iter-1/cory/iterations.jsonl"))
+        if found and found[0].read_text().strip():
+            proc.send_signal(signal.SIGTERM)
+            rows_at_kill = len(found[0].read_text().splitlines())
+            break
+        time.sleep(0.05)
+    proc.wait(timeout=120)
+    assert 0 < rows_at_kill < 8, "the run was not killed between its first and last iteration"
+    out = found[0].parent
+    assert not (out / "metrics.json").exists()  # killed before the end
+
+    resumed = subprocess.run(cmd, cwd=project_dir, capture_output=True, text=True, timeout=900)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resuming after iteration" in resumed.stderr
+    rows = [json.loads(line) for line in (out / "iterations.jsonl").read_text().splitlines()]
+    assert [r["iteration"] for r in rows] == list(range(1, 9))  # every iteration once: none lost, none repeated
+    assert json.loads((out / "metrics.json").read_text())["iterations"] == 8

@@ -155,3 +155,35 @@ def test_cli_nothing_to_compare(tmp_path, monkeypatch):
 def test_cli_help():
     result = CliRunner().invoke(app, ["compare", "--help"])
     assert result.exit_code == 0 and "--experiment" in result.output and "--metric" in result.output
+
+
+def test_cory_agents_get_their_own_rows_lines_and_reward_columns_beside_colbench_runs(tmp_path, monkeypatch):
+    import mlflow
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    tracking.configure()
+    exp = tracking.experiment_id("sweetflow-pipeline")
+    parents = {}
+    for algo, agents in (("sweet", [None]), ("cory", ["agent0", "agent1"])):
+        with mlflow.start_run(experiment_id=exp, run_name=f"pipeline {algo}",
+                              tags={"sweetflow.kind": "pipeline", "sweetflow.algo": algo}) as parent:
+            parents[algo] = parent.info.run_id
+            for it in (0, 1):
+                for agent in agents:
+                    tags = {"sweetflow.kind": "eval", "sweetflow.algo": algo, "sweetflow.iteration": str(it)}
+                    metrics = {"success_rate": 0.1 * it, "n": 8}
+                    if agent:
+                        tags["sweetflow.agent"] = agent
+                        metrics.update(task_reward=0.2 * it, kl=0.01 * it, objective=0.2 * it - 1e-4 * it)
+                    with mlflow.start_run(experiment_id=exp, nested=True, parent_run_id=parent.info.run_id,
+                                          tags=tags):
+                        mlflow.log_metrics(metrics)
+    df = eval_runs("sweetflow-pipeline")
+    assert len(df) == 6 and {"task_reward", "kl", "objective"} <= set(df.columns)
+    assert df[df.algo == "sweet"]["task_reward"].isna().all() and df[df.algo == "cory"]["kl"].max() == 0.01
+    text = format_table(df)
+    assert "cory/agent0" in text and "cory/agent1" in text and "sweet/" not in text
+    assert plot(df, tmp_path / "all.png").read_bytes()[:8] == PNG_MAGIC
+    one = df[df.parent_run_id == parents["sweet"]]  # what the pipeline plots for its own parent run
+    assert plot(one, tmp_path / "sweet.png").read_bytes()[:8] == PNG_MAGIC
