@@ -42,17 +42,26 @@ def shoot(url: str, out: Path, size: str = "1600,1000") -> None:
 
 
 def compare_url() -> str:
-    """MLflow's run comparison of every evaluation run under the pipeline experiment."""
+    """MLflow's run comparison of the first and last evaluation (each agent's, for CORY) of the newest
+    pipeline run of each algorithm."""
     import mlflow
 
     mlflow.set_tracking_uri(f"sqlite:///{REPO / 'mlflow' / 'mlflow.db'}")
     exp = mlflow.get_experiment_by_name("sweetflow-pipeline")
     if exp is None:
         raise SystemExit("no pipeline runs yet: run `sweetflow run` first")
-    runs = mlflow.search_runs([exp.experiment_id], filter_string="tags.`sweetflow.kind` = 'eval'",
-                              output_format="list")
-    ids = json.dumps([r.info.run_id for r in runs])
-    query = urllib.parse.urlencode({"runs": ids, "experiments": json.dumps([exp.experiment_id])})
+    parents = mlflow.search_runs([exp.experiment_id], filter_string="tags.`sweetflow.kind` = 'pipeline'",
+                                 order_by=["attributes.start_time DESC"], output_format="list")
+    newest = {}
+    for parent in parents:
+        newest.setdefault(parent.data.tags.get("sweetflow.algo"), parent.info.run_id)
+    ids = []
+    for parent_id in newest.values():
+        evals = mlflow.search_runs([exp.experiment_id], output_format="list", filter_string=(
+            f"tags.`sweetflow.kind` = 'eval' and tags.mlflow.parentRunId = '{parent_id}'"))
+        last = max((int(r.data.tags["sweetflow.iteration"]) for r in evals), default=0)
+        ids += [r.info.run_id for r in evals if int(r.data.tags["sweetflow.iteration"]) in (0, last)]
+    query = urllib.parse.urlencode({"runs": json.dumps(ids), "experiments": json.dumps([exp.experiment_id])})
     return f"{MLFLOW}/#/compare-runs?{query}"
 
 
@@ -72,7 +81,7 @@ def main() -> None:
     try:
         wait_for(f"{PREFECT}/api/health")
         wait_for(f"{MLFLOW}/health")
-        shoot(compare_url(), docs / "mlflow-compare.png")
+        shoot(compare_url(), docs / "mlflow-compare.png", size="1900,2600")  # down to the metrics table
         shoot(deployment_url(), docs / "prefect-deployment.png")
     finally:
         ui.send_signal(signal.SIGINT)
