@@ -78,7 +78,7 @@ class CoryConfig(_Section):
                               "shared frozen base (r, alpha, dropout, target_modules)")
     engine: CoryEngine = Field(CoryEngine.auto, description="auto | hf | vllm: the generation engine")
     vllm_sync: VllmSync = Field(VllmSync.inplace, description="vllm: how the engine gets an agent's new weights: "
-                                "inplace (reload into the running engine, ~4 s on CPU) | reload (rebuild, ~60 s)")
+                                "inplace (reload into the running engine, ~4 s on CPU) | reload (rebuild, ~42 s)")
     generation_batch_size: int = Field(16, ge=1, description="hf engine: prompts per generate batch")
     dtype: str = Field("auto", pattern="^(auto|float32|bfloat16)$", description="training dtype (auto: bf16 "
                        "on GPU, fp32 on CPU)")

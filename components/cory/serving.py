@@ -11,8 +11,8 @@ Three ways; `cory.engine` and `cory.vllm_sync` pick one:
   agent whose weights the engine does not hold writes the agent's merged folder (only after it
   changed) and has the running engine reload its weights from it (`reload_weights`, vLLM's
   in-place reload), then drops the prefix cache. Measured on CPU with the 135M model
-  (benchmarks/cory_weights.py): about 4 s per switch (folder write included) against ~60 s for
-  a rebuild.
+  (benchmarks/cory_weights.py, eager engines): 3.9 s per switch (folder write included) against
+  41.8 s for a rebuild (85.6 s while CPU engines were still compiled).
 - `ReloadServer` (vllm, vllm_sync reload; any kind that loads a folder, the tests use "hf"):
   after an agent's update, its engine is rebuilt from its merged folder on the next request (one
   build per agent and iteration; both agents keep an engine).
