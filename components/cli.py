@@ -172,7 +172,7 @@ def run(
     training and evaluation (or CORY/PPO on GSM8K); DVC skips unchanged steps, MLflow tracks every step."""
     from components.config import ConfigError
     from components.pipeline_plan import PipelineAlgo
-    from flows.pipeline_flow import PipelineParams, pipeline_flow, resolve
+    from flows.pipeline_flow import PipelineParams, iteration_count, pipeline_flow, resolve
 
     _setup()
     try:
@@ -184,8 +184,8 @@ def run(
         _fail(str(exc))
     if not Path(".dvc").is_dir():
         _fail(f"{Path.cwd()} is not a DVC project: run `sweetflow run` from the sweetflow checkout")
-    count = plan.doc["cory"]["iterations"] if plan.gsm8k else 1 if iterations is None else iterations
-    typer.echo(f"pipeline run {plan.run_dir} ({algo}, profile {profile}, {count} iteration(s))")
+    typer.echo(f"pipeline run {plan.run_dir} ({algo}, profile {profile}, "
+               f"{iteration_count(params, plan)} iteration(s))")
     result = pipeline_flow(params)
     typer.echo(f"\n{result['summary']}\ncompare runs: sweetflow compare   (MLflow run {result['mlflow_run_id']})")
 

@@ -10,11 +10,12 @@ DVC then writes iter-k/dvc.lock (the iteration's version record) and skips a sta
 params and outs did not change, so a second identical run only checks hashes; a run with other
 parameters gets another folder and never overwrites one.
 
-ColBench algorithms (sweet, mtdpo, rft): iteration 0 evaluates the base model (stage eval_zero_shot). Iteration k >= 1 collects rollouts
-with actor k-1 (the base model for k = 1), trains actor k with the algorithm's stages (the
-SWEET-RL loop of ALGORITHMS.md steps 1-8, or a baseline) and evaluates it (eval_actor). Rollout
-and candidate seeds move with k so that iterations sample afresh; the eval seeds stay fixed so
-that iterations are compared on the same episodes.
+ColBench algorithms (sweet, mtdpo, rft): iteration 0 evaluates the base model (stage
+eval_zero_shot). Iteration k >= 1 collects rollouts with actor k-1 (the base model for k = 1),
+trains actor k with the algorithm's stages (the SWEET-RL loop of ALGORITHMS.md steps 1-8, or a
+baseline) and evaluates it (eval_actor). Rollout and candidate seeds move with k so that
+iterations sample afresh; the eval seeds stay fixed so that iterations are compared on the same
+episodes.
 
 GSM8K algorithms (cory, ppo): one stage, `cory`, in iter-1, which runs `cory.iterations` PPO
 iterations itself (evaluating both agents after each) and resumes from its checkpoint, so a
@@ -95,7 +96,9 @@ class RunPlan:
         return (ZERO_SHOT,) if k == 0 else (ROLLOUTS, *TRAIN_STAGES[Algo(self.algo.value)], EVAL_ACTOR)
 
     def trained_actor(self, k: int) -> Path:
-        """Where iteration k (>= 1) writes its trained actor."""
+        """Where iteration k (>= 1) writes its trained actor (CORY/PPO: the agents' LoRA adapters)."""
+        if self.gsm8k:
+            return self.iteration_dir(k) / CORY / "adapters"
         return self.iteration_dir(k) / "train" / "actor" / "model"
 
     def eval_dir(self, k: int) -> Path:

@@ -62,8 +62,6 @@ def render_samples(path: Path) -> str:
 def track_cory(doc: dict[str, Any], metrics: dict[str, float], metrics_path: Path, k: int, parent: str,
                experiment: str, tags: dict[str, str]) -> str:
     """The stage run and its eval runs (see the module docstring); returns the stage run's id."""
-    import mlflow
-
     out_dir = metrics_path.parent
     samples = out_dir / "samples.md"
     samples.write_text(render_samples(out_dir / SAMPLES))
@@ -72,7 +70,5 @@ def track_cory(doc: dict[str, Any], metrics: dict[str, float], metrics_path: Pat
                             curves=out_dir / ITERATIONS, curve_step="iteration", curve_prefix="")
     for iteration, agent, values in eval_points(out_dir, doc["cory"]["eval_questions"]):
         eval_tags = tags | {"sweetflow.kind": "eval", "sweetflow.iteration": str(iteration), "sweetflow.agent": agent}
-        with mlflow.start_run(experiment_id=experiment, run_name=f"eval {iteration} {agent}", nested=True,
-                              parent_run_id=parent, tags=eval_tags):
-            mlflow.log_metrics(values)
+        log_nested_run(experiment, parent, f"eval {iteration} {agent}", {}, values, eval_tags)
     return run_id

@@ -66,6 +66,13 @@ def resolve(params: PipelineParams) -> RunPlan:
     return plan_run(params.algo.value, params.profile, overrides, Path(params.runs_root))
 
 
+def iteration_count(params: PipelineParams, plan: RunPlan) -> int:
+    """Training iterations of the run: `params.iterations` (default 1), or for CORY/PPO cory.iterations."""
+    if plan.gsm8k:
+        return plan.doc["cory"]["iterations"]
+    return 1 if params.iterations is None else params.iterations
+
+
 @task(name="data pull", retries=2, retry_delay_seconds=10)
 def pull_data_task(plan: RunPlan) -> str:
     return ps.pull_data(plan)
@@ -103,8 +110,6 @@ def run_iteration(plan: RunPlan, k: int, start: str, parent: str, experiment: st
     """Iteration k's stages in order, each tracked; stops before training when there is no signal."""
     dvc_yaml = write_iteration(plan, k, start)
     it = Iteration(k, start if k == 0 else str(plan.trained_actor(k)))
-    if plan.gsm8k:
-        it.actor = str(plan.iteration_dir(k) / CORY / "adapters")
     for stage in plan.stages(k):
         runner = episode_stage_task if stage in ps.EPISODE_STAGES else stage_task
         ran = runner(dvc_yaml, stage, k)
@@ -179,7 +184,7 @@ def pipeline_flow(params: PipelineParams = PipelineParams()) -> dict:
     tags = tracking.provenance_tags() | {"sweetflow.kind": "pipeline", "sweetflow.algo": plan.algo.value,
                                          "sweetflow.profile": plan.profile, "sweetflow.run_dir": str(plan.run_dir)}
     with mlflow.start_run(experiment_id=experiment, run_name=plan.run_dir.name, tags=tags) as run:
-        n = plan.doc["cory"]["iterations"] if plan.gsm8k else 1 if params.iterations is None else params.iterations
+        n = iteration_count(params, plan)
         mlflow.log_params(tracking.flatten({"iterations": n, **plan.doc}))
         iterations: list[Iteration] = []
         for k in plan.iterations(n):

@@ -52,6 +52,7 @@ def test_cory_runs_as_one_tracked_stage_and_a_longer_run_resumes_it(overrides):
     assert "cory" in yaml.safe_load((run_dir / "iter-1" / "dvc.lock").read_text())["stages"]
     assert (out / "adapters" / "agent1" / "adapter_config.json").exists()
     assert "agent0 pass@1" in first["summary"] and "agent1 pass@1" in first["summary"]
+    assert first["iterations"][0]["actor"] == str(out / "adapters")
 
     [stage] = _children(first["mlflow_run_id"], "stage")
     assert stage.data.params["cory.algo"] == "cory" and stage.data.metrics["iterations"] == 2

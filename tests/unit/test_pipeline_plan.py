@@ -100,6 +100,7 @@ def test_a_cory_run_holds_only_its_sections_and_one_stage_that_iterates_itself(c
     assert cory_plan.run_dir.name.startswith("cory-smoke-") and cory_plan.gsm8k
     assert sorted(cory_plan.doc) == ["cory", "model"] and cory_plan.doc["cory"]["algo"] == "cory"
     assert cory_plan.iterations(7) == [1] and cory_plan.stages(1) == ("cory",)
+    assert cory_plan.trained_actor(1) == cory_plan.run_dir / "iter-1" / "cory" / "adapters"
     assert pp.plan_run("ppo", "smoke").doc["cory"]["algo"] == "ppo"
     assert pp.plan_run("sweet", "smoke").iterations(2) == [0, 1, 2] and "cory" not in pp.plan_run("sweet").doc
 
