@@ -1,4 +1,5 @@
 """The command line: help everywhere, clear errors before heavy work."""
+import logging
 import time
 
 import pytest
@@ -7,6 +8,16 @@ from typer.testing import CliRunner
 from components.cli import app
 
 runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def root_logging_restored():
+    """The commands call logging.basicConfig, which binds the root logger to CliRunner's temporary
+    stderr; once that is closed, any later test that logs (Prefect's print_as_log) would fail with
+    'I/O operation on closed file'. Put the root handlers back after each test."""
+    handlers = logging.root.handlers[:]
+    yield
+    logging.root.handlers[:] = handlers
 
 
 @pytest.mark.parametrize("args", [[], ["data"], ["model"], ["data", "pull"], ["model", "prepare"], ["eval"],
