@@ -54,10 +54,15 @@ def run_component(module: str, config: dict[str, Any], metrics_path: Path, args:
 def log_stage_run(experiment: str, run_name: str, config: dict[str, Any], metrics: dict, out_dir: Path,
                   sample_dialogues: int, artifacts: Sequence[str] = ("metrics.json",)) -> str:
     """A top-level MLflow run of a single-step flow (eval, rollouts): `log_nested_run` without a
-    parent, with provenance tags, out_dir's `artifacts` and its trajectories as sample dialogues."""
+    parent, with provenance tags, out_dir's `artifacts` (each must exist) and its trajectories as
+    sample dialogues."""
+    files = [Path(out_dir) / name for name in artifacts]
+    missing = [str(f) for f in files if not f.exists()]
+    if missing:
+        raise FileNotFoundError(f"the step wrote no {', '.join(missing)}")
     tracking.configure()
     return log_nested_run(tracking.experiment_id(experiment), None, run_name, config, metrics,
-                          tracking.provenance_tags(), files=[Path(out_dir) / name for name in artifacts],
+                          tracking.provenance_tags(), files=files,
                           dialogues=Path(out_dir) / "trajectories.jsonl", sample_dialogues=sample_dialogues)
 
 
