@@ -29,7 +29,7 @@ import torch
 
 def perturbed_pool(model: str, seed: int):
     from components.cory.agents import AgentPool
-    from components.cory.config import CoryConfig
+    from components.config.cory import CoryConfig
 
     pool = AgentPool(CoryConfig(model=model, engine="vllm"), ["agent0"])
     generator = torch.Generator().manual_seed(seed)

@@ -40,7 +40,7 @@ import transformers
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from components.data.tasks import BackendTask, load_backend_tasks
-from components.shared_prefix import continuation_logprobs, continuation_logprobs_naive
+from components.lm.shared_prefix import continuation_logprobs, continuation_logprobs_naive
 
 REPO = Path(__file__).resolve().parents[1]
 

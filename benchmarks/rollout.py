@@ -19,13 +19,13 @@ import platform
 import time
 from pathlib import Path
 
-from components.config import DataConfig, load_section
+from components.config.sections import DataConfig, load_section
 from components.data.split import Split, select
 from components.data.tasks import load_backend_tasks
 from components.engines.base import SamplingConfig
 from components.engines.factory import make_engine
-from components.envs.simulators import RetrievalSimulator
-from components.rollout.driver import EpisodeConfig, EpisodeDriver, EpisodeJob, derive_seed
+from components.episodes.simulators import RetrievalSimulator
+from components.episodes.driver import EpisodeConfig, EpisodeDriver, EpisodeJob, derive_seed
 
 MODEL = "models/smollm2-135m-instruct"
 

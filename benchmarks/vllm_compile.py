@@ -18,7 +18,7 @@ from pathlib import Path
 
 from rollout import MODEL, jobs_for, run_driver  # benchmarks/rollout.py, beside this script
 from components.engines.factory import make_engine
-from components.rollout.driver import EpisodeConfig
+from components.episodes.driver import EpisodeConfig
 
 MODES = {"compiled": False, "eager": True}
 

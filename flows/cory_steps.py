@@ -1,6 +1,6 @@
 """What the pipeline flow logs for a CORY (or single-agent PPO) stage, read back from its files.
 
-Wiring only. The `cory` stage (components/cory/train.py) writes under `cory.out_dir`:
+Wiring only. The `cory` stage (components/stages/cory.py) writes under `cory.out_dir`:
 eval_initial.json (the base model), iterations.jsonl (one row per PPO iteration with every agent's
 `train/<agent>/...` and `eval/<agent>/...` numbers), samples.jsonl (answers to read) and
 metrics.json. This module turns them into MLflow runs under the pipeline's parent run:

@@ -1,6 +1,6 @@
 """Prefect flow: evaluate a model on ColBench backend tasks and track it in MLflow.
 
-Wiring only: the evaluation runs in its own process (`python -m components.evaluate`) so vLLM's
+Wiring only: the evaluation runs in its own process (`python -m components.stages.evaluate`) so vLLM's
 memory is returned when it ends; this flow resolves the configuration (params.yaml + parameters),
 runs the step, logs params, metrics and a readable sample of dialogues to MLflow, and returns
 the metrics. Runs on Prefect's ephemeral API: no server needed.
@@ -12,7 +12,7 @@ from pathlib import Path
 from prefect import flow, get_run_logger, task
 from pydantic import Field
 
-from components.config import ConfigError, DataConfig, EpisodeSection, EvalConfig, stage_sections
+from components.config.sections import ConfigError, DataConfig, EpisodeSection, EvalConfig, stage_sections
 from flows.steps import EpisodeStageParams, format_table, log_stage_run, registry_gate, run_component, stage_config
 
 
@@ -36,7 +36,7 @@ def resolve(params: EvalParams) -> tuple[EvalConfig, EpisodeSection, DataConfig]
 @task(name="evaluate", timeout_seconds=6 * 3600)
 def evaluate_step(cfg: EvalConfig, episode: EpisodeSection, data: DataConfig) -> dict:
     """Run the evaluation component in a child process; return its metrics.json."""
-    return run_component("components.evaluate", stage_config("eval", cfg, episode, data),
+    return run_component("components.stages.evaluate", stage_config("eval", cfg, episode, data),
                          cfg.out_dir / "metrics.json")
 
 

@@ -1,7 +1,7 @@
 """Prefect flow: the whole pipeline, iterated: data pull -> model -> [rollouts -> training -> eval] x N
 (ColBench: sweet, mtdpo, rft), or data pull -> model -> cory (GSM8K: cory, ppo; the stage iterates).
 
-Wiring only. Each step is a stage of a generated, per-iteration dvc.yaml (components.pipeline_plan)
+Wiring only. Each step is a stage of a generated, per-iteration dvc.yaml (flows.plan)
 run as `dvc repro --single-item` in its own process group, so GPU and vLLM memory is returned
 between steps and DVC skips a step whose deps, params and outs are unchanged: a second identical
 run only checks hashes. Iteration 0 evaluates the base model; iteration k collects rollouts with
@@ -27,9 +27,9 @@ from typing import Any
 from prefect import flow, get_run_logger, task
 from pydantic import BaseModel, Field
 
-from components import tracking
-from components.compare import DEFAULT_EXPERIMENT, eval_runs, plot
-from components.pipeline_plan import CORY, GSM8K_ALGOS, RUNS_ROOT, PipelineAlgo, RunPlan, plan_run, write_iteration
+from components.tracking import store as tracking
+from components.tracking.compare import DEFAULT_EXPERIMENT, eval_runs, plot
+from flows.plan import CORY, GSM8K_ALGOS, RUNS_ROOT, PipelineAlgo, RunPlan, plan_run, write_iteration
 from flows import pipeline_steps as ps
 from flows.steps import dvc_repro, format_table, registry_gate
 

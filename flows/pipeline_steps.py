@@ -13,11 +13,11 @@ from typing import Any
 
 import yaml
 
-from components import tracking
-from components.config import ConfigError
+from components.tracking import store as tracking
+from components.config.sections import ConfigError
 from components.data.pull import dvc_pull
-from components.model_prepare import is_complete, resolve_model
-from components.pipeline_plan import CORY, EVAL_ACTOR, ROLLOUTS, ZERO_SHOT, PipelineAlgo, RunPlan
+from components.data.model_prepare import is_complete, resolve_model
+from flows.plan import CORY, EVAL_ACTOR, ROLLOUTS, ZERO_SHOT, PipelineAlgo, RunPlan
 from components.training.loop import METRICS_FILE
 from flows.cory_steps import track_cory
 from flows.steps import log_nested_run
@@ -51,7 +51,7 @@ def prepare_model(plan: RunPlan) -> str:
     """The base model: the embedded default is prepared when missing; any other must resolve."""
     base = plan.doc["cory" if plan.gsm8k else "train"]["model"]
     if Path(base) == DEFAULT_MODEL and not is_complete(DEFAULT_MODEL):
-        subprocess.run([sys.executable, "-m", "components.model_prepare", "--out", base], check=True)
+        subprocess.run([sys.executable, "-m", "components.data.model_prepare", "--out", base], check=True)
     for model in {base, *([] if plan.gsm8k else [plan.doc["critic"]["model"]])}:
         resolve_model(model)
     return base

@@ -1,6 +1,6 @@
 """Prefect flow: K sampled, scored trajectories per training task (SWEET-RL step 1), tracked in MLflow.
 
-Wiring only: the rollouts run in their own process (`python -m components.rollouts`) so vLLM's
+Wiring only: the rollouts run in their own process (`python -m components.stages.rollouts`) so vLLM's
 memory is returned when they end; this flow resolves the configuration (params.yaml `rollouts`,
 `episode`, `data` + parameters), runs the step, logs params, metrics and a readable sample of
 dialogues to MLflow, and returns the metrics. Runs on Prefect's ephemeral API: no server needed.
@@ -12,7 +12,7 @@ from pathlib import Path
 from prefect import flow, get_run_logger, task
 from pydantic import Field
 
-from components.config import DataConfig, EpisodeSection, RolloutsConfig, check_rollouts, stage_sections
+from components.config.sections import DataConfig, EpisodeSection, RolloutsConfig, check_rollouts, stage_sections
 from flows.steps import EpisodeStageParams, format_table, log_stage_run, run_component, stage_config
 
 
@@ -33,7 +33,7 @@ def resolve(params: RolloutsParams) -> tuple[RolloutsConfig, EpisodeSection, Dat
 @task(name="rollouts", timeout_seconds=12 * 3600)
 def rollouts_step(cfg: RolloutsConfig, episode: EpisodeSection, data: DataConfig) -> dict:
     """Run the rollouts component in a child process; return its metrics.json."""
-    return run_component("components.rollouts", stage_config("rollouts", cfg, episode, data),
+    return run_component("components.stages.rollouts", stage_config("rollouts", cfg, episode, data),
                          cfg.out_dir / "metrics.json")
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 from uuid import UUID
 
-from components.services import healthy
+from flows.services import healthy
 
 if TYPE_CHECKING:
     from prefect.deployments.runner import RunnerDeployment

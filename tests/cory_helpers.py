@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from components.cory.config import CoryConfig
+from components.config.cory import CoryConfig
 
 QUESTIONS = [
     ("Tom has 3 apples and buys 4 more. How many apples does he have?", "3 + 4 = 7\n#### 7"),

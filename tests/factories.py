@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from components.data.tasks import BackendTask
-from components.records import Trajectory
+from components.data.records import Trajectory
 
 
 def make_task(name: str = "add", body: str = "return a + b") -> BackendTask:

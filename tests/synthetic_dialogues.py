@@ -11,7 +11,7 @@ tells them apart, is not learnt by the tiny random-init model in a test's budget
 advantage 0.38 for the deciding question vs 0.40 for the other-topic one.)
 
 Trajectories carry real chat-template token ids built like the rollout driver builds them
-(components.rollout.tokens), so the critic and actor code paths are the production ones.
+(components.episodes.tokens), so the critic and actor code paths are the production ones.
 """
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ import random
 from dataclasses import dataclass
 
 from components.data.tasks import BackendTask
-from components.records import Trajectory, Turn
-from components.rollout.tokens import DialogueTokens
+from components.data.records import Trajectory, Turn
+from components.episodes.tokens import DialogueTokens
 
 TOPICS = ["threshold", "separator", "prefix", "timeout", "currency", "encoding"]
 REPLY = "Please decide that yourself."

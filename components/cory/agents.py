@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from components.cory.config import CoryAlgo, CoryConfig
+from components.config.cory import CoryAlgo, CoryConfig
 
 PIONEER, OBSERVER, POLICY = "pioneer", "observer", "policy"
 

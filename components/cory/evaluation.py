@@ -23,7 +23,7 @@ from components.cory.gsm8k import GSM8KRow, query_prompt, reward
 from components.cory.rollout import collate, encode_prompt, kl_to_reference
 from components.cory.serving import PolicyServer
 from components.engines.base import Generation, SamplingConfig
-from components.rollout.driver import derive_seed
+from components.episodes.driver import derive_seed
 
 
 def evaluate_agent(server: PolicyServer, pool: AgentPool, agent: str, rows: Sequence[GSM8KRow], *,

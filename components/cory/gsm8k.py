@@ -26,7 +26,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from components.records import read_jsonl
+from components.data.records import read_jsonl
 
 GOLD_MARKER = "####"
 
@@ -75,7 +75,7 @@ class GSM8KRow(BaseModel):
 def load_gsm8k(path: Path | str, limit: int | None = None) -> list[GSM8KRow]:
     """The first `limit` rows (all when None) of a GSM8K JSONL file, each validated.
 
-    A bad row raises `components.records.RecordError` naming the file, the 1-based line and the
+    A bad row raises `components.data.records.RecordError` naming the file, the 1-based line and the
     field (e.g. an answer without "####" or with a non-numeric gold answer).
     """
     if limit is not None and limit < 0:

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import torch
 
 from components.cory.agents import AgentPool
-from components.cory.config import CoryConfig
+from components.config.cory import CoryConfig
 from components.cory.ppo_losses import (
     gae,
     kl_penalized_rewards,
@@ -28,7 +28,7 @@ from components.cory.ppo_losses import (
     whiten,
 )
 from components.cory.rollout import PolicyBatch, Sample, collate, forward, score
-from components.rollout.driver import derive_seed
+from components.episodes.driver import derive_seed
 
 
 def _row_sums(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -28,8 +28,8 @@ import torch
 from components.cory.agents import OBSERVER, PIONEER, POLICY, AgentPool
 from components.cory.gsm8k import GSM8KRow, observer_prompt, query_prompt, reward
 from components.engines.base import Engine, Generation, SamplingConfig
-from components.logprobs import token_logprobs
-from components.rollout.driver import derive_seed
+from components.lm.logprobs import token_logprobs
+from components.episodes.driver import derive_seed
 
 EngineFor = Callable[[str], Engine]  # agent name -> an engine serving that agent's current weights
 

@@ -29,7 +29,7 @@ from typing import Any, Protocol
 import torch
 
 from components.cory.agents import AgentPool
-from components.cory.config import CoryEngine, VllmSync
+from components.config.cory import CoryEngine, VllmSync
 from components.engines.base import Engine
 
 log = logging.getLogger(__name__)

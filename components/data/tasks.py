@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from components.records import read_jsonl
+from components.data.records import read_jsonl
 
 
 class BackendTask(BaseModel):

@@ -4,7 +4,7 @@ Reads: nothing itself (the engines read the model folder or reach the server). W
 
 `model` by kind:
 - "vllm", "hf": a local Hugging Face folder or a hub id, resolved by
-  `components.model_prepare.resolve_model` (hub ids fail fast and clearly when offline).
+  `components.data.model_prepare.resolve_model` (hub ids fail fast and clearly when offline).
 - "openai": "URL" or "URL#model_name", e.g. "http://127.0.0.1:8000/v1#meta-llama/Llama-3.3-70B";
   without "#model_name" the server's first listed model is used. Pass `tokenizer=<folder>` in
   options to enable token-level `generate` over HTTP.
@@ -85,7 +85,7 @@ def make_engine(kind: str | EngineKind, model: str, *, seed: int = 0, **options:
     if not model:
         raise ValueError("no model given")
     if resolved is not EngineKind.OPENAI:
-        from components.model_prepare import resolve_model
+        from components.data.model_prepare import resolve_model
 
         model = resolve_model(str(model))
     try:

@@ -25,7 +25,7 @@ import torch
 from tqdm.auto import tqdm
 
 from components.training import checkpoint
-from components.train_config import OptimConfig
+from components.config.training import OptimConfig
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

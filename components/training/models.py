@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from components.train_config import OptimConfig
+from components.config.training import OptimConfig
 
 
 def train_device_dtype(dtype: str = "auto") -> tuple[torch.device, torch.dtype]:

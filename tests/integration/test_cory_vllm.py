@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from components.cory.agents import AgentPool
-from components.cory.config import CoryConfig
+from components.config.cory import CoryConfig
 from components.engines.base import SamplingConfig
 from tests.cory_helpers import QUESTIONS
 

@@ -13,15 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from components import pairs, ranking
-from components.actor import train as actor_train
-from components.actor.train import ActorInputs
-from components.critic import train as critic_train
-from components.critic.dialogues import critic_sequence, dialogue_advantages
-from components.forward import reference_sums
-from components.records import Candidate, TurnCandidates, TurnPair, read_jsonl, write_jsonl
-from components.sequences import action_sequence
-from components.train_config import ActorConfig, Algo, CriticConfig, OptimConfig, PairsConfig, RankingConfig
+from components.stages import pairs
+from components.stages import ranking
+from components.stages import actor as actor_train
+from components.stages.actor import ActorInputs
+from components.stages import critic as critic_train
+from components.lm.critic_inputs import critic_sequence, dialogue_advantages
+from components.lm.forward import reference_sums
+from components.data.records import Candidate, TurnCandidates, TurnPair, read_jsonl, write_jsonl
+from components.lm.sequences import action_sequence
+from components.config.training import ActorConfig, Algo, CriticConfig, OptimConfig, PairsConfig, RankingConfig
 from components.training.models import load_frozen
 from tests import synthetic_dialogues as world
 from tests.synthetic_dialogues import DISTRACTORS

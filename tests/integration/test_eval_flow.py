@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.records import Trajectory, read_jsonl
+from components.data.records import Trajectory, read_jsonl
 from tests.conftest import DEFAULT_MODEL_DIR as MODEL
 from tests.conftest import TASKS_FILE as TASKS
 
@@ -64,8 +64,8 @@ def test_eval_flow_hf_engine_tracks_to_mlflow(workdir):
 
 
 def test_eval_resumes_without_duplicating_episodes(workdir):
-    from components.config import DataConfig, EpisodeSection, EvalConfig, load_section
-    from components.evaluate import run
+    from components.config.sections import DataConfig, EpisodeSection, EvalConfig, load_section
+    from components.stages.evaluate import run
 
     write_params(workdir, "hf", 2)
     cfg = load_section(EvalConfig, "eval", {"limit": 1})
@@ -80,8 +80,8 @@ def test_eval_resumes_without_duplicating_episodes(workdir):
 
 def test_eval_vllm_engine(workdir):
     pytest.importorskip("vllm")
-    from components.config import DataConfig, EpisodeSection, EvalConfig, load_section
-    from components.evaluate import run
+    from components.config.sections import DataConfig, EpisodeSection, EvalConfig, load_section
+    from components.stages.evaluate import run
 
     write_params(workdir, "vllm", 4)
     cfg = load_section(EvalConfig, "eval")

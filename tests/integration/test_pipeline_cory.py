@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.pipeline_plan import CODE_ROOT
+from flows.plan import CODE_ROOT
 from tests.cory_helpers import write_gsm8k
 
 pytestmark = pytest.mark.integration
@@ -42,7 +42,7 @@ def _children(parent: str, kind: str) -> list:
 def test_cory_runs_as_one_tracked_stage_and_a_longer_run_resumes_it(overrides):
     from mlflow import MlflowClient
 
-    from components.compare import eval_runs, format_table
+    from components.tracking.compare import eval_runs, format_table
     from flows.pipeline_flow import PipelineParams, pipeline_flow
 
     first = pipeline_flow(PipelineParams(algo="cory", profile="smoke", overrides=overrides))

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.pipeline_plan import CODE_ROOT
-from components.records import Trajectory, read_jsonl, write_jsonl
+from flows.plan import CODE_ROOT
+from components.data.records import Trajectory, read_jsonl, write_jsonl
 from tests import synthetic_dialogues as world
 
 pytestmark = pytest.mark.integration

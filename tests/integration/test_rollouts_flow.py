@@ -6,7 +6,7 @@ import json
 import pytest
 import yaml
 
-from components.records import Trajectory, read_jsonl
+from components.data.records import Trajectory, read_jsonl
 from tests.conftest import DEFAULT_MODEL_DIR as MODEL
 from tests.conftest import TASKS_FILE as TASKS
 
@@ -32,8 +32,8 @@ def workdir(workdir):
 def test_rollouts_flow_k_scored_trajectories_per_train_task(workdir):
     import mlflow
 
-    from components.config import DataConfig, RolloutsConfig, load_section
-    from components.evaluate import select_tasks
+    from components.config.sections import DataConfig, RolloutsConfig, load_section
+    from components.episodes.play import select_tasks
     from flows.rollouts_flow import RolloutsParams, rollouts_flow
 
     result = rollouts_flow(RolloutsParams())

@@ -131,7 +131,7 @@ def test_cli_serve_registers_for_a_work_pool_and_rejects_bad_input(client, monke
     from prefect.settings import PREFECT_CLIENT_MAX_RETRIES, temporary_settings
     from typer.testing import CliRunner
 
-    from components.cli import app
+    from flows.cli import app
 
     runner = CliRunner()
     result = runner.invoke(app, ["serve", "--cron", "0 2 * * 9", "--flow", "eval"])

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.records import TurnCandidates, TurnPair, read_jsonl, write_jsonl
+from components.data.records import TurnCandidates, TurnPair, read_jsonl, write_jsonl
 from tests import synthetic_dialogues as world
 
 pytestmark = pytest.mark.integration

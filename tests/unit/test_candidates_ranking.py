@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import pytest
 
-from components import candidates, pairs
+from components.stages import candidates
+from components.stages import pairs
 from components.engines.base import Generation
-from components.records import Candidate, Turn, TurnCandidates, TurnPair, read_jsonl, write_jsonl
-from components.ranking import rank
-from components.train_config import CandidatesConfig, PairsConfig
+from components.data.records import Candidate, Turn, TurnCandidates, TurnPair, read_jsonl, write_jsonl
+from components.stages.ranking import rank
+from components.config.training import CandidatesConfig, PairsConfig
 from tests.factories import make_trajectory
 
 

@@ -5,7 +5,7 @@ import time
 import pytest
 from typer.testing import CliRunner
 
-from components.cli import app
+from flows.cli import app
 
 runner = CliRunner()
 
@@ -85,7 +85,7 @@ def test_sigterm_unwinds_like_ctrl_c_so_children_and_servers_are_stopped():
     import os
     import signal
 
-    from components import cli
+    from flows import cli
 
     previous = signal.getsignal(signal.SIGTERM)
     try:

@@ -7,9 +7,9 @@ import re
 import pytest
 from typer.testing import CliRunner
 
-from components import tracking
-from components.cli import app
-from components.compare import CompareError, eval_runs, format_table, plot
+from components.tracking import store as tracking
+from flows.cli import app
+from components.tracking.compare import CompareError, eval_runs, format_table, plot
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 # (algo, profile, iteration) -> (success_rate, tests_passed, n); sweet improves, rft stays flat.

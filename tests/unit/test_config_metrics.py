@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from components.config import ConfigError, EpisodeSection, EvalConfig, load_section
-from components.metrics import bootstrap_ci, per_seed, summarize
+from components.config.sections import ConfigError, EpisodeSection, EvalConfig, load_section
+from components.episodes.metrics import bootstrap_ci, per_seed, summarize
 from tests.factories import make_trajectory
 
 
@@ -63,7 +63,7 @@ def test_bootstrap_interval_covers_the_mean_and_shrinks_with_n():
 
 
 def test_hub_source_uses_the_official_files(tmp_path):
-    from components.config import DataConfig
+    from components.config.sections import DataConfig
     from components.data.split import Split
 
     dvc = DataConfig()

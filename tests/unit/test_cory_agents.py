@@ -3,7 +3,8 @@ parameters and optimizer state, checkpoints round-trip, merged exports equal the
 import pytest
 import torch
 
-from components.cory import rollout, train
+from components.cory import rollout
+from components.stages import cory as train
 from components.cory.agents import AgentPool, agent_names
 from components.cory.ppo import ppo_update
 from components.cory.rollout import Sample, collate, forward

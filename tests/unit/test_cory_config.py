@@ -1,13 +1,13 @@
 """CORY's config: defaults load, contradictions are rejected at load time; roles follow T."""
-import json
+import yaml
 
 import pytest
 from pydantic import ValidationError
 
-from components.config import ConfigError
+from components.config.sections import ConfigError
 from components.cory.agents import roles_at
-from components.cory.config import CoryAlgo, CoryConfig
-from components.train_config import load_sections
+from components.config.cory import CoryAlgo, CoryConfig
+from components.stages.cli import stage_cli
 
 
 def test_defaults_are_valid_and_paper_values_where_cheap():
@@ -41,11 +41,15 @@ def test_contradictions_and_bad_values_are_rejected(values, message):
         CoryConfig(**values)
 
 
-def test_config_json_is_validated_as_a_whole_section():
-    raw = json.dumps({"cory": {"algo": "ppo", "iterations": 3}})
-    assert load_sections({"cory": CoryConfig}, raw)["cory"].iterations == 3
-    with pytest.raises(ConfigError, match="minibatch_size"):
-        load_sections({"cory": CoryConfig}, json.dumps({"cory": {"minibatch_size": 64}}))
+def test_stage_cli_validates_the_stage_sections_of_the_params_file(tmp_path, monkeypatch):
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump({"cory": {"algo": "ppo", "iterations": 3}}))
+    monkeypatch.setenv("SWEETFLOW_PARAMS", str(params))
+    monkeypatch.setattr("sys.argv", ["cory"])
+    assert stage_cli("components.stages.cory")[0]["cory"].iterations == 3
+    params.write_text(yaml.safe_dump({"cory": {"minibatch_size": 64}}))
+    with pytest.raises(SystemExit, match="minibatch_size"):
+        stage_cli("components.stages.cory")
 
 
 def test_fingerprint_ignores_only_the_iteration_count_and_places():

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from components.cory import rollout, state
-from components.cory import train as cory_train
-from components.cory.train import run
+from components.stages import cory as cory_train
+from components.stages.cory import run
 from tests.cory_helpers import parity_reward, tiny_config
 
 

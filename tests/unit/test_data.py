@@ -5,7 +5,7 @@ import pytest
 
 from components.data.split import Split, in_eval, select
 from components.data.tasks import load_backend_tasks
-from components.records import RecordError, Trajectory, read_resumable, write_jsonl
+from components.data.records import RecordError, Trajectory, read_resumable, write_jsonl
 from tests.factories import make_task, make_trajectory
 
 

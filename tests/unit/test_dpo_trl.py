@@ -1,4 +1,4 @@
-"""Cross-check of `components.losses.dpo_loss` against TRL's DPO loss, on the same tensors.
+"""Cross-check of `components.lm.losses.dpo_loss` against TRL's DPO loss, on the same tensors.
 
 TRL is the reference DPO implementation most users trust, so agreeing with it on the loss and on
 the logged implicit rewards (chosen, rejected, margins, accuracies) guards our loss against sign,
@@ -21,8 +21,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from components.logprobs import per_turn_logprobs
-from components.losses import dpo_loss
+from components.lm.logprobs import per_turn_logprobs
+from components.lm.losses import dpo_loss
 
 dpo_trainer = pytest.importorskip("trl.trainer.dpo_trainer")
 

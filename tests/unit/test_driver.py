@@ -1,7 +1,7 @@
 """The batched episode driver on a scripted agent (real tokenizer, real simulators)."""
-from components.envs.protocol import ANSWER_MARKER
-from components.envs.simulators import RetrievalSimulator
-from components.rollout.driver import EpisodeConfig, EpisodeDriver, EpisodeJob
+from components.episodes.protocol import ANSWER_MARKER
+from components.episodes.simulators import RetrievalSimulator
+from components.episodes.driver import EpisodeConfig, EpisodeDriver, EpisodeJob
 from tests.factories import make_task
 
 

@@ -1,8 +1,8 @@
 """Evaluation bookkeeping: which episodes remain after a crash, and when earlier episodes are reused."""
 import json
 
-from components.config import DataConfig, EpisodeSection, EvalConfig
-from components.evaluate import episode_fingerprint, pending_jobs, reset_if_config_changed
+from components.config.sections import DataConfig, EpisodeSection, EvalConfig
+from components.episodes.play import episode_fingerprint, pending_jobs, reset_if_config_changed
 from tests.factories import make_task, make_trajectory
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from components.cory.gsm8k import GSM8KRow, extract_last_number, gold_answer, load_gsm8k, reward
 from components.cory.gsm8k import observer_prompt, pioneer_prompt, query_prompt
-from components.records import RecordError
+from components.data.records import RecordError
 
 TEST_FILE = Path(__file__).resolve().parents[2] / "data" / "gsm8k" / "test.jsonl"
 

@@ -4,8 +4,8 @@ import math
 import pytest
 import torch
 
-from components.logprobs import masked_mean, per_turn_logprobs, token_logprobs
-from components.losses import bradley_terry_loss, dpo_loss
+from components.lm.logprobs import masked_mean, per_turn_logprobs, token_logprobs
+from components.lm.losses import bradley_terry_loss, dpo_loss
 
 
 def t(*values):

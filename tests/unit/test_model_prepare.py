@@ -8,7 +8,7 @@ import time
 import pytest
 import torch
 
-from components import model_prepare
+from components.data import model_prepare
 
 
 def test_folder_is_complete_and_plain(prepared_model_dir):

@@ -2,7 +2,7 @@ import random
 
 import pytest
 
-from components.pairs import trajectory_pairs, turn_pairs
+from components.stages.pairs import trajectory_pairs, turn_pairs
 from tests.factories import make_trajectory
 
 

@@ -1,4 +1,4 @@
-"""The pipeline's per-iteration parameters and generated dvc.yaml (components.pipeline_plan)."""
+"""The pipeline's per-iteration parameters and generated dvc.yaml (flows.plan)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components import pipeline_plan as pp
-from components.config import ConfigError
+from flows import plan as pp
+from components.config.sections import ConfigError
 
 
 @pytest.fixture
@@ -47,10 +47,10 @@ def test_generated_dvc_yaml_fills_paths_runs_from_the_root_and_tracks_the_iterat
     it = plan.run_dir / "iter-1"
     critic = stages["critic"]
     assert critic["wdir"] == "../../../.."
-    assert critic["cmd"] == f"SWEETFLOW_PARAMS={it}/params.yaml python -m components.critic.train"
+    assert critic["cmd"] == f"SWEETFLOW_PARAMS={it}/params.yaml python -m components.stages.critic"
     assert critic["params"] == [{f"{it}/params.yaml": ["critic", "train", "data"]}]
     assert f"{it}/train/pairs/pairs.jsonl" in critic["deps"]
-    assert str(pp.CODE_ROOT / "components/critic") in critic["deps"]  # code outside this project: absolute
+    assert str(pp.CODE_ROOT / "components/stages/critic.py") in critic["deps"]  # code outside this project: absolute
     assert "${" not in path.read_text()
     assert f"{it}/train/ranking/turn_pairs.jsonl" in stages["actor"]["deps"]
     saved = yaml.safe_load((tmp_path / it / "params.yaml").read_text())
@@ -126,7 +126,7 @@ def test_the_cory_stage_writes_under_its_iteration_and_depends_on_the_start_mode
     assert list(stages) == ["cory"]
     it = cory_plan.run_dir / "iter-1"
     cory = stages["cory"]
-    assert cory["cmd"] == f"SWEETFLOW_PARAMS={it}/params.yaml python -m components.cory.train"
+    assert cory["cmd"] == f"SWEETFLOW_PARAMS={it}/params.yaml python -m components.stages.cory"
     assert cory["params"] == [{f"{it}/params.yaml": ["cory"]}]
     assert str(model) in cory["deps"] and "data/gsm8k/train.jsonl" in cory["deps"]
     assert f"{it}/cory/adapters" in cory["outs"] and {f"{it}/cory/checkpoint": {"persist": True}} in cory["outs"]

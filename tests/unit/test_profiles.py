@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from components.config import ConfigError, read_params
-from components.profiles import deep_merge, parse_override, resolve
+from components.config.sections import ConfigError, read_params
+from flows.profiles import deep_merge, parse_override, resolve
 
 BASE = {"critic": {"beta": 0.1, "optim": {"lr": 1e-5, "epochs": 2}}, "rollouts": {"limit": 8},
         "profiles": {"tiny": {"critic": {"optim": {"epochs": 1}}, "rollouts": {"limit": 2}}}}

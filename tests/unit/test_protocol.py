@@ -1,4 +1,4 @@
-from components.envs.protocol import (ANSWER_MARKER, agent_messages, cut_reply, final_answer, parse_action,
+from components.episodes.protocol import (ANSWER_MARKER, agent_messages, cut_reply, final_answer, parse_action,
                                       simulator_messages)
 
 

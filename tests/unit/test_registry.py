@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from components import registry, tracking
+from components.tracking import registry
+from components.tracking import store as tracking
 
 
 @pytest.fixture(scope="module")

@@ -6,12 +6,13 @@ import time
 import pytest
 from typer.testing import CliRunner
 
-from components import evaluate, rollouts
-from components.cli import app
-from components.config import (ConfigError, DataConfig, EpisodeSection, RolloutsConfig, check_rollouts,
+from components.episodes import play as evaluate
+from components.stages import rollouts
+from flows.cli import app
+from components.config.sections import (ConfigError, DataConfig, EpisodeSection, RolloutsConfig, check_rollouts,
                                load_section, stage_sections)
-from components.records import Trajectory, Turn, read_jsonl
-from components.rollout.driver import DriverStats
+from components.data.records import Trajectory, Turn, read_jsonl
+from components.episodes.driver import DriverStats
 from tests.factories import make_task, make_trajectory
 
 

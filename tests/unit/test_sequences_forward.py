@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from components.forward import reference_sums, turn_logprob_sums
-from components.records import Turn
-from components.sequences import action_sequence, collate, dialogue_sequence, with_prefix
+from components.lm.forward import reference_sums, turn_logprob_sums
+from components.data.records import Turn
+from components.lm.sequences import action_sequence, collate, dialogue_sequence, with_prefix
 from tests.factories import make_trajectory
 
 

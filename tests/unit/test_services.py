@@ -1,4 +1,4 @@
-"""Local server supervision (components/services.py) with real `python -m http.server` processes:
+"""Local server supervision (flows/services.py) with real `python -m http.server` processes:
 start and health, clean stop of the whole process group, port-in-use, died, never-answered, Ctrl-C."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from components.services import Service, ServiceError, healthy, port_in_use, start_services, supervise, ui_services
+from flows.services import Service, ServiceError, healthy, port_in_use, start_services, supervise, ui_services
 
 
 def free_port() -> int:

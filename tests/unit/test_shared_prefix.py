@@ -3,7 +3,7 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from components.shared_prefix import continuation_logprobs, continuation_logprobs_naive
+from components.lm.shared_prefix import continuation_logprobs, continuation_logprobs_naive
 
 VOCAB = 300
 

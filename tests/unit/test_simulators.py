@@ -1,7 +1,7 @@
 import pytest
 
 from components.engines.base import Generation
-from components.envs.simulators import (DONT_KNOW, LLMSimulator, RetrievalSimulator, SimRequest, SimulatorKind,
+from components.episodes.simulators import (DONT_KNOW, LLMSimulator, RetrievalSimulator, SimRequest, SimulatorKind,
                                         make_simulator, words)
 from tests.factories import make_task
 

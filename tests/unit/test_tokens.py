@@ -1,4 +1,4 @@
-from components.rollout.tokens import DialogueTokens
+from components.episodes.tokens import DialogueTokens
 
 MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Write f."}]
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from components.config import ConfigError, load_section
-from components.train_config import ActorConfig, Algo, CandidatesConfig, CriticConfig, OptimConfig, RankingConfig
+from components.config.sections import ConfigError, load_section
+from components.config.training import ActorConfig, Algo, CandidatesConfig, CriticConfig, OptimConfig, RankingConfig
 
 
 def write(tmp_path, text):

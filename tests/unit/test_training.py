@@ -6,10 +6,10 @@ import json
 import pytest
 import torch
 
-from components.critic.advantage import Normalize, trajectory_scores, turn_advantages
-from components.forward import turn_logprob_sums
-from components.sequences import action_sequence, collate
-from components.train_config import OptimConfig
+from components.lm.advantage import Normalize, trajectory_scores, turn_advantages
+from components.lm.forward import turn_logprob_sums
+from components.lm.sequences import action_sequence, collate
+from components.config.training import OptimConfig
 from components.training import checkpoint
 from components.training.loop import METRICS_FILE, resume_point, total_steps, train
 from components.training.models import load_trainable

@@ -1,0 +1,170 @@
+"""Stage configurations: one pydantic model per params.yaml section, every field documented.
+
+Values come from params.yaml and are overridden by CLI flags / flow parameters. Unknown keys and
+contradictory or out-of-range values are rejected at load time with a message naming the field
+(DESIGN.md convention 3).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from components.data.split import Split
+from components.episodes.simulators import SimulatorKind
+
+C = TypeVar("C", bound=BaseModel)
+PARAMS = Path("params.yaml")
+PARAMS_ENV = "SWEETFLOW_PARAMS"  # names another params file: a pipeline iteration's (flows.plan)
+
+
+def params_file() -> Path:
+    """The params file stages read: $SWEETFLOW_PARAMS when set, else params.yaml of the working directory."""
+    return Path(os.environ.get(PARAMS_ENV) or PARAMS)
+
+
+class ConfigError(ValueError):
+    """params.yaml or an override is invalid."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class DataConfig(_Section):
+    source: str = Field("dvc", pattern="^(dvc|hub)$", description="dvc: the DVC-tracked test file, split by "
+                        "hash; hub: the official train/test files from `sweetflow data pull --from-hub`")
+    backend_tasks: Path = Field(Path("data/colbench/backend_test.jsonl"), description="ColBench backend tasks")
+    hub_dir: Path = Field(Path("data/colbench/hub"), description="where --from-hub puts the official files")
+    eval_fraction: float = Field(0.2, gt=0.0, lt=1.0, description="share of tasks in the eval split")
+    split_salt: str = Field("sweetflow-v1", min_length=1, description="salt of the split hash")
+
+    def tasks_file(self, split: Split) -> Path:
+        """The file holding `split`: one file split by hash (dvc), or the official file (hub)."""
+        if self.source == "dvc":
+            return self.backend_tasks
+        if split == Split.all:
+            raise ConfigError("split 'all' needs data.source dvc (the hub has separate train and test files)")
+        return self.hub_dir / "backend_tasks" / ("train.jsonl" if split == Split.train else "test.jsonl")
+
+
+class ModelConfig(_Section):
+    out_dir: Path = Field(Path("models/smollm2-135m-instruct"), description="prepared default model folder")
+
+
+class EpisodeSection(_Section):
+    max_turns: int = Field(10, ge=1, le=50, description="agent turns per episode")
+    temperature: float = Field(1.0, ge=0.0, le=5.0, description="agent sampling temperature")
+    max_tokens: int = Field(256, ge=1, description="agent tokens per turn")
+    max_model_len: int = Field(4096, ge=256, description="context budget per episode")
+    sim_max_tokens: int = Field(128, ge=1, description="LLM simulator tokens per reply")
+    sim_max_chars: int = Field(400, ge=1, description="simulator reply cut")
+
+    @model_validator(mode="after")
+    def _fits(self) -> "EpisodeSection":
+        if self.max_tokens >= self.max_model_len:
+            raise ValueError(f"max_tokens ({self.max_tokens}) must be below max_model_len ({self.max_model_len})")
+        return self
+
+
+class EpisodeStageConfig(_Section):
+    """What every stage that plays collaborative episodes shares: the agent, the simulated human,
+    and which tasks they play. Eval and rollouts extend it (their `split` defaults differ)."""
+
+    model: str = Field("models/smollm2-135m-instruct", description="agent: HF folder or hub id")
+    engine: str = Field("auto", pattern="^(auto|vllm|hf|openai)$", description="agent engine")
+    simulator: SimulatorKind = Field(SimulatorKind.retrieval, description="simulated human")
+    simulator_model: str | None = Field(None, description="llm simulator model/URL; None = agent engine")
+    simulator_engine: str | None = Field(None, pattern="^(auto|vllm|hf|openai)$", description="simulator engine")
+    split: Split = Field(Split.eval, description="task split played")
+    limit: int | None = Field(8, ge=1, description="number of tasks (the split's first ones); None = whole split")
+
+    @model_validator(mode="after")
+    def _simulator_consistent(self) -> "EpisodeStageConfig":
+        if self.simulator == SimulatorKind.retrieval and self.simulator_model:
+            raise ValueError("simulator_model is only used by the llm simulator (simulator=retrieval given)")
+        return self
+
+
+class EvalConfig(EpisodeStageConfig):
+    """Evaluation: one episode per task and seed, scored, with 95% intervals."""
+
+    split: Split = Field(Split.eval, description="task split to evaluate")
+    seeds: list[int] = Field([0], min_length=1, description="one evaluation per seed")
+    bootstrap_samples: int = Field(2000, ge=100, description="resamples for 95% intervals")
+    out_dir: Path = Field(Path("runs/eval"), description="output folder")
+    experiment: str = Field("sweetflow-eval", min_length=1, description="MLflow experiment")
+    sample_dialogues: int = Field(5, ge=0, description="dialogues rendered into MLflow")
+
+    @model_validator(mode="after")
+    def _distinct_seeds(self) -> "EvalConfig":
+        if len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"seeds must be distinct, got {self.seeds}")
+        return self
+
+
+class RolloutsConfig(EpisodeStageConfig):
+    """SWEET-RL step 1: K sampled, scored trajectories per task of the training split."""
+
+    split: Split = Field(Split.train, description="task split sampled (train: eval/all would train on "
+                        "held-out tasks)")
+    per_task: int = Field(3, ge=1, description="trajectories sampled per task (K; authors' scripts: 3)")
+    seed: int = Field(0, description="run seed; each episode's seed derives from it, the task and the sample")
+    offline: Path | None = Field(None, description="a scored trajectories.jsonl to train on instead of sampling "
+                                 "(the paper's offline setting); the pipeline uses it for iteration 1 only")
+    out_dir: Path = Field(Path("runs/rollouts"), description="output folder")
+    experiment: str = Field("sweetflow-rollouts", min_length=1, description="MLflow experiment")
+    sample_dialogues: int = Field(5, ge=0, description="dialogues rendered into MLflow")
+
+
+def check_rollouts(cfg: RolloutsConfig, episode: EpisodeSection) -> None:
+    """Contradictions across sections: K > 1 samples of a task at temperature 0 are K copies."""
+    if cfg.per_task > 1 and episode.temperature == 0:
+        raise ConfigError(f"rollouts.per_task is {cfg.per_task} but episode.temperature is 0: greedy decoding "
+                          "gives the same trajectory K times; raise the temperature or set per_task 1")
+
+
+def read_params(path: Path | None = None) -> dict[str, Any]:
+    """The whole params file (`params_file()` by default) as a dict (empty when the file is missing)."""
+    path = params_file() if path is None else path
+    if not Path(path).exists():
+        return {}
+    return yaml.safe_load(Path(path).read_text()) or {}
+
+
+def load_section(model: type[C], section: str, overrides: dict[str, Any] | None = None,
+                 path: Path | None = None) -> C:
+    """Validate params.yaml[section] updated with the non-None `overrides`."""
+    path = params_file() if path is None else path
+    values = dict(read_params(path).get(section) or {})
+    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    try:
+        return model.model_validate(values)
+    except ValidationError as exc:
+        lines = error_lines(section, exc)
+        raise ConfigError(f"invalid configuration in {path} [{section}]:\n" + "\n".join(lines)) from None
+
+
+def error_lines(section: str, exc: ValidationError) -> list[str]:
+    """One `  section.field: message` line per problem."""
+    return [f"  {section}.{'.'.join(map(str, e['loc'])) or '<section>'}: {e['msg']}" for e in exc.errors()]
+
+
+def stage_sections(model: type[C], section: str, raw: dict[str, Any] | None = None,
+                   overrides: dict[str, Any] | None = None) -> tuple[C, EpisodeSection, DataConfig]:
+    """A stage's own section with the `episode` and `data` sections it plays under.
+
+    From `raw` ({section: ..., "episode": ..., "data": ...}, what a flow passes to a step) when
+    given, else from params.yaml with the non-None `overrides` applied to the stage's section.
+    """
+    if raw is not None:
+        try:
+            return (model.model_validate(raw[section]), EpisodeSection.model_validate(raw["episode"]),
+                    DataConfig.model_validate(raw["data"]))
+        except (KeyError, ValidationError) as exc:
+            raise ConfigError(f"invalid --config for [{section}]: {exc}") from None
+    return (load_section(model, section, overrides), load_section(EpisodeSection, "episode"),
+            load_section(DataConfig, "data"))

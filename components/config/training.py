@@ -1,0 +1,147 @@
+"""Configurations of the SWEET-RL training stages (params.yaml sections `train`, `pairs`, `critic`,
+`candidates`, `ranking`, `actor`), every field documented; bad values are rejected at load time.
+
+`train` names the actor being improved, the rollouts it learns from and the root folder; every
+stage's files live at fixed places under that root (`TrainLayout`), so stages find each other's
+outputs without a path per section.
+
+Defaults in params.yaml are sized for the embedded CPU run; the authors' hyper-parameters
+(ALGORITHMS.md, SWEET-RL 3 and 7) are noted beside each field and are the GPU profile's values.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError, model_validator
+
+from components.config.sections import ConfigError, _Section, load_section
+from components.lm.advantage import Normalize
+
+
+class Algo(str, Enum):
+    sweet = "sweet"   # critic-ranked turn-level DPO (SWEET-RL)
+    mtdpo = "mtdpo"   # multi-turn DPO on trajectory pairs, no critic
+    rft = "rft"       # rejection fine-tuning: SFT on successful trajectories
+
+
+class LoraSection(_Section):
+    r: int = Field(16, ge=1, description="LoRA rank")
+    alpha: int = Field(32, ge=1, description="LoRA scaling numerator")
+    dropout: float = Field(0.0, ge=0.0, lt=1.0, description="LoRA dropout")
+    target_modules: list[str] = Field(["q_proj", "k_proj", "v_proj", "o_proj"], min_length=1,
+                                      description="modules that get adapters")
+
+
+class OptimConfig(_Section):
+    """One training loop's optimisation settings (authors: lr 2e-7, batch 8, Adam betas (0.9, 0.95),
+    3% warm-up, cosine to 0.1x, grad clip 1.0, full fine-tuning)."""
+
+    lr: float = Field(2e-7, gt=0.0, le=1.0, description="peak learning rate")
+    epochs: int = Field(1, ge=1, description="passes over the training examples")
+    max_steps: int | None = Field(None, ge=1, description="stop after this many optimizer steps")
+    batch_size: int = Field(8, ge=1, description="examples per optimizer step")
+    micro_batch_size: int = Field(8, ge=1, description="examples per forward pass (gradient accumulation)")
+    warmup_ratio: float = Field(0.03, ge=0.0, le=0.5, description="share of steps with linear warm-up")
+    min_lr_ratio: float = Field(0.1, ge=0.0, le=1.0, description="cosine decays to this fraction of lr")
+    grad_clip: float = Field(1.0, gt=0.0, description="max global gradient norm")
+    adam_betas: tuple[float, float] = Field((0.9, 0.95), description="AdamW betas")
+    weight_decay: float = Field(0.0, ge=0.0, description="AdamW weight decay")
+    dtype: str = Field("auto", pattern="^(auto|float32|bfloat16)$", description="auto: bf16 on GPU, fp32 on CPU")
+    lora: LoraSection | None = Field(None, description="train LoRA adapters (PEFT) instead of all weights")
+    gradient_checkpointing: bool = Field(False, description="recompute activations to save memory")
+    checkpoint_every: int = Field(50, ge=1, description="optimizer steps between checkpoints")
+    keep_checkpoints: int = Field(1, ge=1, description="checkpoints kept (the newest)")
+    seed: int = Field(0, description="data order and initialisation seed")
+
+    @model_validator(mode="after")
+    def _accumulation(self) -> "OptimConfig":
+        if self.batch_size % self.micro_batch_size:
+            raise ValueError(f"batch_size ({self.batch_size}) must be a multiple of micro_batch_size "
+                             f"({self.micro_batch_size})")
+        if not all(0.0 <= b < 1.0 for b in self.adam_betas):
+            raise ValueError(f"adam_betas must lie in [0, 1), got {self.adam_betas}")
+        return self
+
+
+class PairsConfig(_Section):
+    min_chosen_score: float = Field(1.0, ge=0.0, le=1.0, description="a task gives trajectory pairs only "
+                                    "when its best trajectory reaches this score (authors: 1.0)")
+    per_state: int = Field(4, ge=1, description="turn pairs per state: upper half vs lower half (authors: 4)")
+    seed: int = Field(0, description="seed of the turn-pair draw")
+
+
+class TrainConfig(_Section):
+    model: str = Field("models/smollm2-135m-instruct", description="the actor to improve (HF folder)")
+    trajectories: Path = Field(Path("runs/rollouts"), description="rollouts folder holding trajectories.jsonl")
+    out_dir: Path = Field(Path("runs/train"), description="root of every training stage's files")
+    experiment: str = Field("sweetflow-train", min_length=1, description="MLflow experiment")
+
+
+@dataclass(frozen=True)
+class TrainLayout:
+    """Where each training stage reads and writes, under one root folder."""
+
+    root: Path
+
+    @property
+    def pairs(self) -> Path:
+        return self.root / "pairs" / "pairs.jsonl"
+
+    @property
+    def critic_dir(self) -> Path:
+        return self.root / "critic"
+
+    @property
+    def candidates(self) -> Path:
+        return self.root / "candidates" / "candidates.jsonl"
+
+    @property
+    def ranking_dir(self) -> Path:
+        return self.root / "ranking"
+
+    @property
+    def actor_dir(self) -> Path:
+        return self.root / "actor"
+
+
+class CriticConfig(_Section):
+    model: str = Field("models/smollm2-135m-instruct", description="base model: critic and frozen reference")
+    beta: float = Field(0.1, gt=0.0, description="advantage scale (paper: 0.1)")
+    normalize: Normalize = Field(Normalize.per_turn, description="per_turn (paper) | joint (authors' code)")
+    max_length: int = Field(4096, ge=64, description="longer dialogues (with the reference) are left out")
+    ref_batch_size: int = Field(8, ge=1, description="sequences per forward in the reference pass")
+    optim: OptimConfig = Field(default_factory=lambda: OptimConfig(epochs=4), description="authors: 4 epochs")
+
+
+class CandidatesConfig(_Section):
+    engine: str = Field("auto", pattern="^(auto|vllm|hf|openai)$", description="sampling engine")
+    fraction: float = Field(0.1, gt=0.0, le=1.0, description="share of trajectories whose turns are used "
+                            "(authors: 10%, against DPO over-fitting)")
+    per_state: int = Field(16, ge=2, description="candidate actions per turn state (authors: 16)")
+    temperature: float = Field(1.0, gt=0.0, le=5.0, description="sampling temperature")
+    max_tokens: int = Field(256, ge=1, description="tokens per candidate")
+    seed: int = Field(0, description="selection and sampling seed")
+
+
+class Baseline(str, Enum):
+    reference = "reference"  # paper: frozen initial critic, with c
+    actor = "actor"          # authors' code: the actor's own log-prob, without c
+
+
+class RankingConfig(_Section):
+    baseline: Baseline = Field(Baseline.reference, description="reference (paper: the frozen initial critic, "
+                               "with c) | actor (authors' code: the actor's own mean log-prob, without c)")
+    max_batch: int = Field(16, ge=1, description="candidates per forward pass (sharing the state's cache)")
+
+
+class ActorConfig(_Section):
+    algo: Algo = Field(Algo.sweet, description="sweet | mtdpo | rft")
+    beta: float = Field(0.1, gt=0.0, description="DPO beta (authors: 0.1)")
+    nll_coef: float = Field(0.01, ge=0.0, description="NLL on chosen actions added to DPO (authors: 0.01)")
+    max_length: int = Field(4096, ge=64, description="longer sequences are left out")
+    ref_batch_size: int = Field(8, ge=1, description="sequences per forward in the reference pass")
+    optim: OptimConfig = Field(default_factory=OptimConfig, description="authors: 1 epoch, lr 2e-7")

@@ -1,0 +1,168 @@
+"""Playing and scoring collaborative episodes for a stage: task selection, resume, the driver, the
+sandboxed scorer, and the files an episode stage writes (evaluation and rollouts share all of it).
+
+Episodes are appended to trajectories.jsonl as each ends; a re-run after a crash skips the
+episodes already there, so nothing finished is lost or duplicated. Scoring runs once all
+episodes exist, in the sandbox (components/scoring), and rewrites the file with the scores.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from pathlib import Path
+
+from components.config.sections import DataConfig, EpisodeSection, EpisodeStageConfig
+from components.data.split import select
+from components.data.tasks import BackendTask, load_backend_tasks
+from components.engines.base import Engine
+from components.engines.factory import EngineKind, make_engine, resolve_kind
+from components.episodes.simulators import SimulatorKind, make_simulator
+from components.data.records import Trajectory, read_resumable, write_jsonl
+from components.episodes.driver import EpisodeConfig, EpisodeDriver, EpisodeJob
+from components.scoring.backend import score_answers
+
+log = logging.getLogger(__name__)
+
+
+def select_tasks(data: DataConfig, cfg: EpisodeStageConfig) -> tuple[list[BackendTask], list[int]]:
+    """All tasks of the split's file and the indices played (split, then the first `limit`)."""
+    tasks = load_backend_tasks(data.tasks_file(cfg.split))
+    if data.source == "hub":  # the official files are the splits
+        indices = list(range(len(tasks)))
+    else:
+        indices = select(tasks, cfg.split, data.eval_fraction, data.split_salt)
+    return tasks, indices[: cfg.limit] if cfg.limit else indices
+
+
+def wanted_keys(indices: list[int], seeds: list[int], samples: int = 1) -> list[tuple[int, int, int]]:
+    """Every episode a stage wants, as (task index, run seed, sample), seeds outermost."""
+    return [(i, s, k) for s in seeds for i in indices for k in range(samples)]
+
+
+def pending_jobs(tasks: list[BackendTask], indices: list[int], seeds: list[int],
+                 done: list[Trajectory], samples: int = 1) -> list[EpisodeJob]:
+    """Episodes still to run: every (task, seed, sample < `samples`) not already in `done`."""
+    finished = {(t.task_index, t.run_seed, t.sample) for t in done}
+    return [EpisodeJob(task_index=i, task=tasks[i], run_seed=s, sample=k)
+            for i, s, k in wanted_keys(indices, seeds, samples) if (i, s, k) not in finished]
+
+
+def engine_for(kind: str, model: str, seed: int, max_model_len: int) -> Engine:
+    """Build an engine; vLLM also gets the episode's context budget."""
+    options = {"max_model_len": max_model_len} if resolve_kind(kind) == EngineKind.VLLM else {}
+    return make_engine(kind, model, seed=seed, **options)
+
+
+def build_driver(cfg: EpisodeStageConfig, episode: EpisodeSection, seed: int) -> EpisodeDriver:
+    """The agent engine (built once), the simulator (sharing the agent engine unless told not to)."""
+    agent = engine_for(cfg.engine, cfg.model, seed, episode.max_model_len)
+    sim_engine = None
+    if cfg.simulator == SimulatorKind.llm:
+        sim_engine = agent if cfg.simulator_model is None else engine_for(
+            cfg.simulator_engine or cfg.engine, cfg.simulator_model, seed, episode.max_model_len)
+    simulator = make_simulator(cfg.simulator, sim_engine, episode.sim_max_tokens, episode.sim_max_chars)
+    ep_cfg = EpisodeConfig(max_turns=episode.max_turns, temperature=episode.temperature,
+                           max_tokens=episode.max_tokens, max_model_len=episode.max_model_len)
+    return EpisodeDriver(agent, simulator, ep_cfg)
+
+
+def close_engines(driver: EpisodeDriver) -> None:
+    """Release the agent engine and the simulator's own engine when it has one."""
+    sim_engine = getattr(driver.simulator, "engine", None)
+    driver.agent.close()
+    if sim_engine is not None and sim_engine is not driver.agent:
+        sim_engine.close()
+
+
+def run_episodes(cfg: EpisodeStageConfig, episode: EpisodeSection, jobs: list[EpisodeJob], traj_path: Path,
+                 seed: int) -> dict[str, float]:
+    """Run `jobs`, appending each trajectory to `traj_path` as it ends; return speed figures."""
+    if not jobs:
+        return {"episodes_run": 0}
+    driver = build_driver(cfg, episode, seed)
+    start = time.perf_counter()
+    try:
+        trajs = driver.run(jobs, on_done=lambda t: write_jsonl(traj_path, [t], append=True))
+    finally:
+        close_engines(driver)
+    elapsed = time.perf_counter() - start
+    tokens = sum(len(turn.response_ids) for t in trajs for turn in t.turns)
+    return {"episodes_run": len(trajs), "rollout_seconds": elapsed, "episodes_per_s": len(trajs) / elapsed,
+            "agent_tokens_per_s": tokens / elapsed, "prompt_reencoded": driver.stats.prompt_reencoded}
+
+
+def score_trajectories(tasks: list[BackendTask], trajs: list[Trajectory]) -> list[Trajectory]:
+    """Fill each trajectory's score fields from the sandboxed scorer."""
+    results = score_answers(tasks, [(t.task_index, t.answer) for t in trajs])
+    scored = []
+    for traj, res in zip(trajs, results):
+        if res.index != traj.task_index:
+            raise RuntimeError(f"scorer returned task {res.index} where task {traj.task_index} was expected")
+        scored.append(traj.model_copy(update={"score": res.score, "passed": res.passed, "total": res.total,
+                                             "success": res.success, "error": res.error}))
+    return scored
+
+
+def replace_trajectories(out_dir: Path, trajs: list[Trajectory]) -> Path:
+    """Atomically replace out_dir/trajectories.jsonl with `trajs` (a crash leaves the old file whole)."""
+    path = out_dir / "trajectories.jsonl"
+    tmp = path.with_suffix(".jsonl.tmp")
+    write_jsonl(tmp, trajs)
+    os.replace(tmp, path)
+    return path
+
+
+def write_outputs(out_dir: Path, trajs: list[Trajectory], metrics: dict) -> dict[str, Path]:
+    """trajectories.jsonl (atomically replaced, now scored), scores.jsonl, metrics.json."""
+    paths = {"trajectories.jsonl": replace_trajectories(out_dir, trajs),
+             "scores.jsonl": out_dir / "scores.jsonl", "metrics.json": out_dir / "metrics.json"}
+    rows = [{"index": t.task_index, "task_id": t.task_id, "seed": t.run_seed, "score": t.score, "passed": t.passed,
+             "total": t.total, "success": t.success, "error": t.error} for t in trajs]
+    write_jsonl(paths["scores.jsonl"], rows)
+    paths["metrics.json"].write_text(json.dumps(metrics, indent=2) + "\n")
+    return paths
+
+
+def episode_fingerprint(cfg: EpisodeStageConfig, episode: EpisodeSection, data: DataConfig,
+                        section: str = "eval") -> dict:
+    """What an episode's content depends on; episodes made under another fingerprint are not reused.
+
+    The agent fields are keyed by the stage's section name (an output folder of one stage is
+    never reused by the other).
+    """
+    keep = ("model", "engine", "simulator", "simulator_model", "simulator_engine")
+    return {section: {k: str(getattr(cfg, k)) for k in keep}, "episode": episode.model_dump(mode="json"),
+            "tasks": str(data.tasks_file(cfg.split))}
+
+
+def reset_if_config_changed(out_dir: Path, fingerprint: dict) -> None:
+    """Start the episodes afresh when the folder holds episodes of another configuration."""
+    path, traj_path = out_dir / "episode_config.json", out_dir / "trajectories.jsonl"
+    if path.exists() and json.loads(path.read_text()) != fingerprint and traj_path.exists():
+        log.warning("%s holds episodes of another configuration; starting afresh", out_dir)
+        traj_path.unlink()
+    path.write_text(json.dumps(fingerprint, indent=2) + "\n")
+
+
+def run_and_score(cfg: EpisodeStageConfig, episode: EpisodeSection, data: DataConfig, out_dir: Path,
+                  seeds: list[int], samples: int, section: str) -> tuple[list[Trajectory], dict[str, float]]:
+    """The wanted episodes of the selected tasks, resumed from out_dir, all scored in the sandbox.
+
+    Runs only the (task, seed, sample) episodes not already in out_dir/trajectories.jsonl (all of
+    them when the episode fingerprint changed); returns the scored trajectories in file order,
+    restricted to the wanted ones, and the speed figures of the episodes run now.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tasks, indices = select_tasks(data, cfg)
+    if not indices:
+        raise ValueError(f"split '{cfg.split.value}' of {data.tasks_file(cfg.split)} has no tasks")
+    reset_if_config_changed(out_dir, episode_fingerprint(cfg, episode, data, section))
+    traj_path = out_dir / "trajectories.jsonl"
+    jobs = pending_jobs(tasks, indices, seeds, read_resumable(traj_path, Trajectory), samples)
+    wanted = set(wanted_keys(indices, seeds, samples))
+    log.info("running %d episodes (%d already in %s)", len(jobs), len(wanted) - len(jobs), traj_path)
+    speed = run_episodes(cfg, episode, jobs, traj_path, seeds[0])
+    trajs = [t for t in read_resumable(traj_path, Trajectory) if (t.task_index, t.run_seed, t.sample) in wanted]
+    return score_trajectories(tasks, trajs), speed

@@ -1,0 +1,187 @@
+"""The stage catalogue: every DVC stage of sweetflow declared once.
+
+A `Stage` says which module runs it (`python -m <module> <args>`), which params.yaml sections it
+reads, which data and model files it reads (`inputs`, `${section.key}` templates), what it writes
+(`outs`, `metrics`, `curves`, `artifacts`, `dialogues`), how MLflow should see it (`kind`) and
+which algorithms use it. Everything else reads this table: the root dvc.yaml is generated from it
+(`python -m flows.plan`, checked by tests/unit/test_catalogue.py), the pipeline's per-iteration
+dvc.yaml files, the flows' step order, the MLflow trackers and each stage module's command line.
+
+A stage's code dependencies are not typed here: `code_deps` computes them as every project file
+its module imports, transitively (including imports inside functions and `python -m` module names
+handed to subprocesses), so editing any of them re-runs the stage.
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from enum import Enum
+from functools import lru_cache
+from pathlib import Path
+
+from components.config.training import TrainLayout
+
+CODE_ROOT = Path(__file__).resolve().parents[2]  # the checkout holding components/
+PACKAGE = "components"
+TRAIN = TrainLayout(Path("${train.out_dir}"))    # the training stages' files, as templates
+
+
+class Kind(str, Enum):
+    eval = "eval"          # evaluates a model: an MLflow eval run, a registry gate, the run's score
+    episodes = "episodes"  # plays episodes for training data (retried once: it resumes)
+    train = "train"        # a SWEET-RL / baseline training step
+    cory = "cory"          # CORY/PPO on GSM8K: iterates itself, logs per-iteration eval runs
+
+
+@dataclass(frozen=True)
+class Out:
+    path: str
+    persist: bool = False   # kept across a re-run: the stage resumes from it
+    cache: bool = True      # false: small files DVC tracks without caching
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    label: str                      # what the console and MLflow call it
+    module: str
+    sections: tuple[str, ...]       # params.yaml sections it reads
+    inputs: tuple[str, ...]         # data and model files it reads
+    outs: tuple[Out, ...]
+    metrics: str                    # its metrics.json
+    kind: Kind
+    algos: frozenset[str]
+    args: tuple[str, ...] = ()
+    optional_inputs: tuple[str, ...] = ()   # `section.key`: an input only when that value is set
+    curves: str | None = None       # JSONL of per-step numbers, logged as MLflow curves
+    artifacts: tuple[str, ...] = () # further files kept in MLflow
+    dialogues: str | None = None    # trajectories rendered as sample dialogues
+    sample_key: str | None = None   # `section.key` giving how many dialogues to render
+
+    def inputs_for(self, algo: str | None) -> tuple[str, ...]:
+        """The inputs under `algo` (the actor trains on another file per algorithm)."""
+        if self.name == "actor" and algo in ACTOR_INPUT:
+            return tuple(i for i in self.inputs if i not in ACTOR_INPUT.values()) + (ACTOR_INPUT[algo],)
+        return self.inputs
+
+
+COLBENCH = frozenset({"sweet", "mtdpo", "rft"})
+TASKS = "${data.backend_tasks}"
+MODEL = "${model.out_dir}"
+ROLLOUTS = "${train.trajectories}/trajectories.jsonl"
+ACTOR_INPUT = {"sweet": str(TRAIN.ranking_dir / "turn_pairs.jsonl"), "mtdpo": str(TRAIN.pairs), "rft": ROLLOUTS}
+
+
+def _episode_outs(out_dir: str, scores: bool) -> tuple[Out, ...]:
+    outs = (Out(f"{out_dir}/trajectories.jsonl", persist=True),)  # episodes survive a crash
+    return outs + ((Out(f"{out_dir}/scores.jsonl"),) if scores else ())
+
+
+def _training_outs(folder: Path) -> tuple[Out, ...]:
+    return (Out(str(folder / "model")), Out(str(folder / "checkpoints"), persist=True),
+            Out(str(folder / "reference_logprobs.jsonl"), persist=True),
+            Out(str(folder / "train_metrics.jsonl"), persist=True, cache=False))
+
+
+STAGES: dict[str, Stage] = {s.name: s for s in (
+    Stage("eval_zero_shot", "evaluation", "components.stages.evaluate", ("data", "episode", "eval"),
+          (TASKS, MODEL), _episode_outs("${eval.out_dir}", True), "${eval.out_dir}/metrics.json", Kind.eval,
+          COLBENCH, artifacts=("${eval.out_dir}/scores.jsonl",), dialogues="${eval.out_dir}/trajectories.jsonl",
+          sample_key="eval.sample_dialogues"),
+    Stage("rollouts", "rollouts", "components.stages.rollouts", ("data", "episode", "rollouts"), (TASKS, MODEL),
+          _episode_outs("${rollouts.out_dir}", False), "${rollouts.out_dir}/metrics.json", Kind.episodes, COLBENCH,
+          optional_inputs=("rollouts.offline",), dialogues="${rollouts.out_dir}/trajectories.jsonl",
+          sample_key="rollouts.sample_dialogues"),
+    Stage("train_pairs", "trajectory pairs", "components.stages.pairs", ("pairs", "train"), (ROLLOUTS,),
+          (Out(str(TRAIN.pairs)),), str(TRAIN.pairs.parent / "pairs_metrics.json"), Kind.train,
+          frozenset({"sweet", "mtdpo"}), args=("trajectory",)),
+    Stage("critic", "critic", "components.stages.critic", ("critic", "train", "data"),
+          (ROLLOUTS, str(TRAIN.pairs), TASKS, MODEL), _training_outs(TRAIN.critic_dir),
+          str(TRAIN.critic_dir / "metrics.json"), Kind.train, frozenset({"sweet"}),
+          curves=str(TRAIN.critic_dir / "train_metrics.jsonl"), artifacts=(str(TRAIN.critic_dir / "advantages.md"),)),
+    Stage("candidates", "candidates", "components.stages.candidates", ("candidates", "train", "episode"),
+          (ROLLOUTS, MODEL), (Out(str(TRAIN.candidates), persist=True),),  # sampled states survive a crash
+          str(TRAIN.candidates.parent / "candidates_metrics.json"), Kind.train, frozenset({"sweet"})),
+    Stage("ranking", "ranking", "components.stages.ranking", ("ranking", "critic", "train", "data"),
+          (str(TRAIN.candidates), str(TRAIN.critic_dir / "model"), TASKS),
+          (Out(str(TRAIN.ranking_dir / "ranked.jsonl")), Out(str(TRAIN.ranking_dir / "baseline_means.jsonl"),
+                                                              persist=True)),
+          str(TRAIN.ranking_dir / "ranking_metrics.json"), Kind.train, frozenset({"sweet"})),
+    Stage("turn_pairs", "turn pairs", "components.stages.pairs", ("pairs", "train"),
+          (str(TRAIN.ranking_dir / "ranked.jsonl"),), (Out(ACTOR_INPUT["sweet"]),),
+          str(TRAIN.ranking_dir / "turn_pairs_metrics.json"), Kind.train, frozenset({"sweet"}), args=("turn",)),
+    Stage("actor", "actor", "components.stages.actor", ("actor", "train"), (ACTOR_INPUT["sweet"], MODEL),
+          _training_outs(TRAIN.actor_dir), str(TRAIN.actor_dir / "metrics.json"), Kind.train, COLBENCH,
+          curves=str(TRAIN.actor_dir / "train_metrics.jsonl")),
+    Stage("eval_actor", "evaluation", "components.stages.evaluate", ("data", "episode", "eval"),
+          (TASKS, str(TRAIN.actor_dir / "model")), _episode_outs(str(TRAIN.root / "eval"), True),
+          str(TRAIN.root / "eval" / "metrics.json"), Kind.eval, COLBENCH,
+          args=("--model", str(TRAIN.actor_dir / "model"), "--out", str(TRAIN.root / "eval")),
+          artifacts=(str(TRAIN.root / "eval" / "scores.jsonl"),), dialogues=str(TRAIN.root / "eval" / "trajectories.jsonl"),
+          sample_key="eval.sample_dialogues"),
+    Stage("cory", "CORY/PPO", "components.stages.cory", ("cory",), ("${cory.train_file}", "${cory.test_file}", MODEL),
+          (Out("${cory.out_dir}/adapters"), Out("${cory.out_dir}/checkpoint", persist=True),
+           Out("${cory.out_dir}/eval_initial.json", persist=True),
+           Out("${cory.out_dir}/iterations.jsonl", persist=True, cache=False),  # one row per finished iteration
+           Out("${cory.out_dir}/samples.jsonl", persist=True, cache=False)),
+          "${cory.out_dir}/metrics.json", Kind.cory, frozenset({"cory", "ppo"}),
+          curves="${cory.out_dir}/iterations.jsonl"),
+)}
+TRAIN_ORDER = ("train_pairs", "critic", "candidates", "ranking", "turn_pairs", "actor")
+
+
+def training_stages(algo: str) -> tuple[str, ...]:
+    """The training stages `algo` runs, in order."""
+    return tuple(name for name in TRAIN_ORDER if algo in STAGES[name].algos)
+
+
+def stages_of_module(module: str) -> list[Stage]:
+    return [s for s in STAGES.values() if s.module == module]
+
+
+def _module_file(name: str) -> Path | None:
+    """The project file of a dotted module name (a package's __init__.py), None outside the project."""
+    if name != PACKAGE and not name.startswith(PACKAGE + "."):
+        return None
+    base = CODE_ROOT.joinpath(*name.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.exists():
+            return path
+    return None
+
+
+def _imported(path: Path) -> set[str]:
+    """Dotted names a file imports (anywhere in it), and module names it passes around as strings."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)  # `from pkg import module`
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith(PACKAGE + "."):
+            names.add(node.value)
+    return names
+
+
+@lru_cache(maxsize=None)
+def code_deps(module: str) -> tuple[str, ...]:
+    """Every project file `module` imports, transitively, itself included (paths relative to CODE_ROOT),
+    with the __init__.py of each package on the way."""
+    start = _module_file(module)
+    if start is None:
+        raise ValueError(f"module {module} is not a file of {CODE_ROOT / PACKAGE}")
+    seen: set[Path] = set()
+    todo = [start]
+    while todo:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        for name in _imported(path):
+            parts = name.split(".")
+            for i in range(1, len(parts) + 1):  # the packages on the way and the module itself
+                found = _module_file(".".join(parts[:i]))
+                if found is not None and found not in seen:
+                    todo.append(found)
+    return tuple(sorted(str(p.relative_to(CODE_ROOT)) for p in seen))

@@ -1,0 +1,213 @@
+"""Train CORY's two agents (or the single-agent PPO baseline) on GSM8K, evaluating every iteration.
+
+Run as `python -m components.stages.cory [--config JSON]` (JSON: {"cory": {...}}; default: the
+`cory` section of params.yaml). Reads `cory.train_file`, `cory.test_file` and the base model.
+Writes to `cory.out_dir`:
+- `eval_initial.json`: the base model's evaluation before any update (both agents start there);
+- `iterations.jsonl`: one row per iteration: roles, per-agent train metrics (`train/<agent>/...`:
+  task_reward, correct, kl, nonscore_reward, policy_loss, value_loss, clipfrac, value_clipfrac,
+  approx_kl, grad_norm, response_tokens, ...), correctness per role (`train/<role>/correct`),
+  per-agent evaluation (`eval/<agent>/pass_at_1|reward|kl|kl_sampled|objective|response_tokens|tokens`),
+  tokens generated and seconds (total, rollout, update, eval);
+- `samples.jsonl`: the first questions' answers of each iteration, to read;
+- `checkpoint/state.pt` (components.cory.state): resumable after every iteration;
+- `metrics.json`: flat final / best numbers; `adapters/<agent>/` (each PEFT adapter) and, with
+  `save_merged`, `agents/<agent>/` (merged HF folders that eval and vLLM load);
+- `serving/` while running with vLLM: scratch merged weights the engine loads, removed at the end.
+
+Algorithm (Ma et al. 2024, arXiv 2410.06101, sec. 3; ALGORITHMS.md "CORY"): each iteration draws
+questions, the pioneer answers, the observer answers with the pioneer's answer as reference, both
+get r(q,a1) + r(q,a2) and are updated by their own PPO (components.cory.ppo); roles are exchanged
+every T iterations (components.cory.agents). `algo: ppo` is the single-agent baseline with the
+same number of answers per iteration (components.cory.rollout). Departures from the paper: LoRA
+adapters on one frozen base instead of two full copies; optimizer state kept across exchanges.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+from components.config.sections import ConfigError
+from components.cory import state
+from components.cory.agents import AgentPool, agent_names, roles_at
+from components.config.cory import CoryAlgo, CoryConfig
+from components.cory.evaluation import evaluate_agent
+from components.cory.gsm8k import GSM8KRow, load_gsm8k
+from components.cory.ppo import ppo_update
+from components.cory.rollout import Sample, cory_samples, ppo_samples
+from components.cory.serving import PolicyServer, make_server
+from components.engines.base import SamplingConfig
+from components.episodes.driver import derive_seed
+from components.stages.result import StageResult
+
+log = logging.getLogger(__name__)
+SAMPLERS = {CoryAlgo.cory: cory_samples, CoryAlgo.ppo: ppo_samples}
+SAMPLE_QUESTIONS = 2  # questions per iteration whose answers go to samples.jsonl
+EVAL_KEYS = ("pass_at_1", "reward", "kl", "objective")
+
+
+def draw_questions(n_rows: int, k: int, seed: int, iteration: int) -> list[int]:
+    """The iteration's question indices: a seeded draw without replacement, stable on resume."""
+    return random.Random(derive_seed(seed, "questions", iteration)).sample(range(n_rows), k)
+
+
+def evaluate_all(cfg: CoryConfig, pool: AgentPool, server: PolicyServer, rows: Sequence[GSM8KRow],
+                 agents: Sequence[str]) -> dict[str, dict[str, float]]:
+    sampling = SamplingConfig(temperature=cfg.eval_temperature, max_tokens=cfg.max_new_tokens)
+    return {agent: evaluate_agent(server, pool, agent, rows, sampling=sampling, chat_template=cfg.chat_template,
+                                  eta=cfg.eta, seed=cfg.seed, chunk=cfg.minibatch_size)[0] for agent in agents}
+
+
+def run_iteration(cfg: CoryConfig, pool: AgentPool, server: PolicyServer, train_rows: Sequence[GSM8KRow],
+                  eval_rows: Sequence[GSM8KRow], iteration: int) -> tuple[dict, list[Sample]]:
+    """Rollouts, one PPO update per agent, evaluation of each agent; the iteration's row and samples."""
+    began = time.perf_counter()
+    roles = roles_at(iteration, cfg.algo, cfg.exchange_every)
+    drawn = draw_questions(len(train_rows), cfg.questions_per_iteration, cfg.seed, iteration)
+    sampling = SamplingConfig(temperature=cfg.temperature, max_tokens=cfg.max_new_tokens)
+    samples = SAMPLERS[cfg.algo](server.engine_for, roles, [train_rows[i] for i in drawn], sampling,
+                                 cfg.chat_template, cfg.seed, iteration)
+    rolled = time.perf_counter()
+    row: dict = {"iteration": iteration, "algo": cfg.algo.value, "roles": roles,
+                 "exchanged": iteration > 1 and roles != roles_at(iteration - 1, cfg.algo, cfg.exchange_every),
+                 "questions": drawn}
+    for agent in pool.agents:
+        stats = ppo_update(pool, agent, [s for s in samples if s.agent == agent], cfg, iteration)
+        server.updated(agent)
+        row |= {f"train/{agent}/{k}": v for k, v in stats.items()}
+    for role in roles:
+        mine = [s.correct for s in samples if s.role == role]
+        row[f"train/{role}/correct"] = sum(mine) / len(mine)
+    updated = time.perf_counter()
+    for agent, metrics in evaluate_all(cfg, pool, server, eval_rows, list(pool.agents)).items():
+        row |= {f"eval/{agent}/{k}": v for k, v in metrics.items()}
+    done = time.perf_counter()
+    row |= {"tokens_generated": sum(len(s.response_ids) for s in samples),
+            "eval_tokens_generated": sum(row[f"eval/{a}/tokens"] for a in pool.agents),
+            "seconds": done - began, "seconds_rollout": rolled - began, "seconds_update": updated - rolled,
+            "seconds_eval": done - updated}
+    return row, samples
+
+
+def sample_rows(iteration: int, samples: Sequence[Sample], rows: Sequence[GSM8KRow], drawn: list[int]) -> list[dict]:
+    return [{"iteration": iteration, "question": drawn[s.question], "role": s.role, "agent": s.agent,
+             "prompt": rows[drawn[s.question]].question, "gold": rows[drawn[s.question]].gold, "answer": s.text,
+             "correct": s.correct, "task_reward": s.task_reward}
+            for s in samples if s.question < SAMPLE_QUESTIONS]
+
+
+def summarize(rows: list[dict], initial: dict[str, float] | None, agents: Sequence[str]) -> dict[str, float]:
+    """Flat numbers for metrics.json: initial, final and best evaluation per agent and their mean."""
+    out: dict[str, float] = {"iterations": float(len(rows))}
+    if initial:
+        out |= {f"initial_{k}": float(initial[k]) for k in EVAL_KEYS}
+    if not rows:
+        return out
+    last = rows[-1]
+    for key in EVAL_KEYS:
+        for agent in agents:
+            out[f"final_{agent}_{key}"] = last[f"eval/{agent}/{key}"]
+        out[f"final_mean_{key}"] = sum(last[f"eval/{a}/{key}"] for a in agents) / len(agents)
+    for agent in agents:
+        out[f"best_{agent}_pass_at_1"] = max(r[f"eval/{agent}/pass_at_1"] for r in rows)
+        out[f"best_{agent}_objective"] = max(r[f"eval/{agent}/objective"] for r in rows)
+        out[f"final_{agent}_train_kl"] = last[f"train/{agent}/kl"]
+        out[f"final_{agent}_train_task_reward"] = last[f"train/{agent}/task_reward"]
+    out["tokens_generated"] = float(sum(r["tokens_generated"] for r in rows))
+    out["seconds_total"] = sum(r["seconds"] for r in rows)
+    out["seconds_per_iteration"] = out["seconds_total"] / len(rows)
+    return out
+
+
+def _load_data(cfg: CoryConfig) -> tuple[list[GSM8KRow], list[GSM8KRow]]:
+    train_rows = load_gsm8k(cfg.train_file)
+    eval_rows = load_gsm8k(cfg.test_file, cfg.eval_questions)
+    if len(train_rows) < cfg.questions_per_iteration:
+        raise ConfigError(f"cory.questions_per_iteration is {cfg.questions_per_iteration} but {cfg.train_file} "
+                          f"holds {len(train_rows)} questions")
+    if len(eval_rows) < cfg.eval_questions:
+        raise ConfigError(f"cory.eval_questions is {cfg.eval_questions} but {cfg.test_file} holds {len(eval_rows)}")
+    return train_rows, eval_rows
+
+
+def _initial_eval(cfg: CoryConfig, pool: AgentPool, server: PolicyServer, eval_rows, start: int) -> dict | None:
+    """The base model's evaluation (agent0 before any update is the base), computed once."""
+    path = cfg.out_dir / state.INITIAL_EVAL
+    if path.exists():
+        return json.loads(path.read_text())
+    if start > 0:
+        return None
+    initial = evaluate_all(cfg, pool, server, eval_rows, ["agent0"])["agent0"]
+    path.write_text(json.dumps(initial, indent=2) + "\n")
+    state.save_checkpoint(cfg.out_dir, pool, 0, cfg.fingerprint())
+    log.info("initial model: pass@1 %.3f, reward %.3f", initial["pass_at_1"], initial["reward"])
+    return initial
+
+
+def _log_row(row: dict, agents: Sequence[str], total: int) -> None:
+    roles = " ".join(f"{role}={agent}" for role, agent in row["roles"].items())
+    parts = [f"{a}: train reward {row[f'train/{a}/task_reward']:.3f} kl {row[f'train/{a}/kl']:.3f} "
+             f"ploss {row[f'train/{a}/policy_loss']:.4f} | eval pass@1 {row[f'eval/{a}/pass_at_1']:.3f} "
+             f"kl {row[f'eval/{a}/kl']:.3f} obj {row[f'eval/{a}/objective']:.3f}" for a in agents]
+    log.info("iteration %d/%d (%s%s) %.1f s; %s", row["iteration"], total, roles,
+             ", roles exchanged" if row["exchanged"] else "", row["seconds"], "; ".join(parts))
+
+
+def _save_agents(cfg: CoryConfig, pool: AgentPool) -> dict[str, Path]:
+    paths = {"adapters": cfg.out_dir / "adapters"}
+    pool.model.save_pretrained(paths["adapters"])
+    if cfg.save_merged:
+        for agent in pool.agents:
+            paths[agent] = pool.export_merged(agent, cfg.model, cfg.out_dir / "agents" / agent)
+    return paths
+
+
+def run(cfg: CoryConfig) -> StageResult:
+    """Train for `cfg.iterations` (resuming a killed run); see the module docstring for the files."""
+    out_dir = Path(cfg.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    train_rows, eval_rows = _load_data(cfg)
+    agents = agent_names(cfg.algo)
+    pool = AgentPool(cfg, agents)
+    start = state.resume(out_dir, pool, cfg.fingerprint())
+    server = make_server(cfg.engine, cfg.vllm_sync, pool, cfg.model, out_dir / "serving", cfg.seed,
+                         cfg.generation_batch_size)
+    log.info("%s on %s: %d agent(s), iterations %d..%d, engine %s", cfg.algo.value, cfg.model, len(agents),
+             start + 1, cfg.iterations, type(server).__name__)
+    try:
+        initial = _initial_eval(cfg, pool, server, eval_rows, start)
+        bar = tqdm(total=cfg.iterations, initial=min(start, cfg.iterations), desc=cfg.algo.value, unit="it")
+        for iteration in range(start + 1, cfg.iterations + 1):
+            row, samples = run_iteration(cfg, pool, server, train_rows, eval_rows, iteration)
+            state.append_rows(out_dir / state.ITERATIONS, [row])
+            state.append_rows(out_dir / state.SAMPLES, sample_rows(iteration, samples, train_rows, row["questions"]))
+            state.save_checkpoint(out_dir, pool, iteration, cfg.fingerprint())
+            bar.update(1)
+            bar.set_postfix({f"{a}_pass@1": f"{row[f'eval/{a}/pass_at_1']:.2f}" for a in agents})
+            _log_row(row, agents, cfg.iterations)
+        bar.close()
+    finally:
+        server.close()
+    rows = state.read_rows(out_dir / state.ITERATIONS)
+    metrics = summarize(rows, initial, agents)
+    (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    paths = _save_agents(cfg, pool)
+    return StageResult(paths={"iterations": out_dir / state.ITERATIONS, "metrics": out_dir / "metrics.json", **paths},
+                       metrics=metrics)
+
+
+def main() -> None:
+    from components.stages.cli import stage_cli
+
+    sections, _ = stage_cli("components.stages.cory")
+    print(json.dumps(run(sections["cory"]).metrics))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,143 @@
+"""Train SWEET-RL's asymmetric critic with a trajectory-level Bradley-Terry objective.
+
+Reads: the scored rollouts (`trajectories.jsonl`), their trajectory pairs (`pairs.jsonl`, from
+components.stages.pairs) and the tasks file (for the training-time information c). Writes to out_dir:
+`reference_logprobs.jsonl` (the frozen reference critic's per-turn sums, one pass, cached),
+`checkpoints/step-N/`, `train_metrics.jsonl` (one row per step), `model/` (the trained critic,
+an HF folder with `train_config.json`), `advantages.md` (the trained critic's per-turn advantages
+on the first pairs' dialogues) and `metrics.json`.
+
+Implements Zhou et al. 2025, eq. 1-2 (ALGORITHMS.md SWEET-RL 3): score(tau) = sum over agent turns
+of beta * mean_l [log pi_critic - log pi_ref] with c in context; loss = -log sigmoid(score(chosen)
+- score(rejected)). The reference is the initial critic (same base model), as in the paper.
+Option `normalize: joint` takes the authors' code's single mean over all agent tokens.
+Run as `python -m components.stages.critic --config JSON` (one process per step).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import resource
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from components.lm.advantage import trajectory_scores
+from components.lm.critic_inputs import (critic_sequence, dialogue_advantages, pad_sums, render_advantages,
+                                         task_of)
+from components.data.tasks import load_backend_tasks
+from components.lm.forward import frozen_reference_sums, turn_logprob_sums
+from components.lm.losses import bradley_terry_loss
+from components.data.records import Trajectory, TrajectoryPair, read_jsonl
+from components.lm.sequences import TokenSequence, collate
+from components.stages.result import StageResult
+from components.config.training import CriticConfig, TrainConfig, TrainLayout
+from components.stages.cli import stage_cli
+from components.training.loop import resume_point, summarize_history, train
+from components.training.models import load_trainable, save_model
+
+log = logging.getLogger(__name__)
+SAMPLE_PAIRS = 3  # pairs whose dialogues get the per-turn advantage view
+
+
+@dataclass(frozen=True)
+class CriticPair:
+    chosen: TokenSequence
+    rejected: TokenSequence
+    ref_chosen: list[float]
+    ref_rejected: list[float]
+
+
+def pair_sequences(pairs: list[TrajectoryPair], trajs: dict[str, Trajectory], tasks, tokenizer,
+                   max_length: int) -> tuple[list[tuple[TokenSequence, TokenSequence]], list[TrajectoryPair]]:
+    """(chosen, rejected) critic sequences of the pairs that fit `max_length`, and those pairs."""
+    seq_of: dict[str, TokenSequence] = {}
+    for key in {k for p in pairs for k in (p.chosen, p.rejected)}:
+        if key not in trajs:
+            raise ValueError(f"pairs name trajectory {key}, which the trajectories file does not hold")
+        seq_of[key] = critic_sequence(trajs[key], task_of(trajs[key].task_id, trajs[key].task_index, tasks), tokenizer)
+    kept = [p for p in pairs if max(len(seq_of[p.chosen].ids), len(seq_of[p.rejected].ids)) <= max_length]
+    return [(seq_of[p.chosen], seq_of[p.rejected]) for p in kept], kept
+
+
+def bt_loss_fn(beta: float, normalize, pad_id: int):
+    """Loss of a micro-batch of CriticPairs: mean Bradley-Terry loss, with accuracy and margin."""
+    def loss_fn(model, part: list[CriticPair]):
+        batch = collate([p.chosen for p in part] + [p.rejected for p in part], pad_id)
+        sums = turn_logprob_sums(model, batch)
+        ref = pad_sums([p.ref_chosen for p in part] + [p.ref_rejected for p in part], batch.num_turns)
+        scores = trajectory_scores(sums, ref.to(sums.device), batch.counts.to(sums.device), beta, normalize)
+        chosen, rejected = scores.chunk(2)
+        margin = (chosen - rejected).detach()
+        return bradley_terry_loss(chosen, rejected).mean(), {
+            "accuracy": (margin > 0).float().mean().item(), "margin": margin.mean().item(),
+            "chosen_score": chosen.detach().mean().item(), "rejected_score": rejected.detach().mean().item()}
+    return loss_fn
+
+
+def critic_pairs(cfg: CriticConfig, seq_pairs, tokenizer, out_dir: Path) -> list[CriticPair]:
+    """Attach the frozen reference's per-turn sums (one pass, cached) to every sequence pair."""
+    flat = [s for pair in seq_pairs for s in pair]
+    sums = frozen_reference_sums(cfg.model, cfg.optim.dtype, flat, out_dir / "reference_logprobs.jsonl",
+                                 tokenizer.pad_token_id, cfg.ref_batch_size)
+    return [CriticPair(c, r, sums[2 * i], sums[2 * i + 1]) for i, (c, r) in enumerate(seq_pairs)]
+
+
+def write_advantage_view(model, examples: list[CriticPair], pairs: list[TrajectoryPair],
+                         trajs: dict[str, Trajectory], beta: float, pad_id: int, path: Path) -> None:
+    """advantages.md: the trained critic's per-turn advantages on the first pairs' two dialogues."""
+    seqs = [s for e in examples for s in (e.chosen, e.rejected)]
+    refs = [r for e in examples for r in (e.ref_chosen, e.ref_rejected)]
+    adv = dialogue_advantages(model, seqs, refs, beta, pad_id)
+    items = [(f"pair {i // 2 + 1} {'chosen' if i % 2 == 0 else 'rejected'}",
+              trajs[pairs[i // 2].chosen if i % 2 == 0 else pairs[i // 2].rejected], a) for i, a in enumerate(adv)]
+    path.write_text(render_advantages(items))
+
+
+def run(cfg: CriticConfig, trajectories: Path, pairs: Path, tasks_file: Path, out_dir: Path) -> StageResult:
+    """Train the critic; see the module docstring for the files written."""
+    from transformers import AutoTokenizer
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    tokenizer = AutoTokenizer.from_pretrained(cfg.model)
+    trajs = {t.key: t for t in read_jsonl(trajectories, Trajectory)}
+    pair_rows = list(read_jsonl(pairs, TrajectoryPair))
+    if not pair_rows:
+        raise ValueError(f"{pairs} holds no trajectory pairs: no task was solved in the rollouts "
+                         "(lower pairs.min_chosen_score or collect more rollouts)")
+    seq_pairs, kept = pair_sequences(pair_rows, trajs, load_backend_tasks(tasks_file), tokenizer, cfg.max_length)
+    too_long = len(pair_rows) - len(kept)
+    if too_long:
+        log.warning("%d of %d pairs exceed max_length %d and are left out", too_long, len(pair_rows), cfg.max_length)
+    examples = critic_pairs(cfg, seq_pairs, tokenizer, out_dir)
+    config = {"critic": cfg.model_dump(mode="json"), "trajectories": str(trajectories), "pairs": str(pairs)}
+    model = load_trainable(cfg.model, cfg.optim, resume_point(out_dir, config, examples))
+    history = train(model, examples, bt_loss_fn(cfg.beta, cfg.normalize, tokenizer.pad_token_id), cfg.optim,
+                    out_dir, config, tokens_of=lambda part: sum(len(p.chosen.ids) + len(p.rejected.ids) for p in part))
+    write_advantage_view(model, examples[:SAMPLE_PAIRS], kept[:SAMPLE_PAIRS], trajs, cfg.beta,
+                         tokenizer.pad_token_id, out_dir / "advantages.md")
+    model_dir = save_model(model, tokenizer, out_dir / "model", config)
+    metrics = summarize_history(history) | {
+        "pairs": len(examples), "pairs_too_long": too_long, "seconds": time.perf_counter() - started,
+        "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}
+    (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    return StageResult(paths={"model": model_dir, "metrics": out_dir / "metrics.json"}, metrics=metrics)
+
+
+def main() -> None:
+    from components.data.split import Split
+
+    sections, _ = stage_cli("components.stages.critic")
+    cfg, train_cfg = sections["critic"], sections["train"]
+    torch.manual_seed(cfg.optim.seed)
+    layout = TrainLayout(train_cfg.out_dir)
+    result = run(cfg, train_cfg.trajectories / "trajectories.jsonl", layout.pairs,
+                 sections["data"].tasks_file(Split.train), layout.critic_dir)
+    print(json.dumps(result.metrics))
+
+
+if __name__ == "__main__":
+    main()

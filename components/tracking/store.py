@@ -1,0 +1,100 @@
+"""MLflow tracking: the local store, runs with provenance tags, readable dialogue samples.
+
+Store: sqlite at mlflow/mlflow.db and artifacts under mlflow/artifacts (both git-ignored), unless
+MLFLOW_TRACKING_URI points elsewhere (e.g. a team server). Every run is tagged with the git commit
+and the hash of dvc.lock when present.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from components.data.records import Trajectory
+
+STORE_DIR = Path("mlflow")
+CODE_ROOT = Path(__file__).resolve().parents[1]  # the checkout this code runs from
+
+
+def configure(root: Path = Path(".")) -> str:
+    """Point MLflow at the project store (or MLFLOW_TRACKING_URI); return the tracking URI."""
+    import mlflow
+
+    uri = os.environ.get("MLFLOW_TRACKING_URI")
+    if not uri:
+        store = (root / STORE_DIR).resolve()
+        store.mkdir(parents=True, exist_ok=True)
+        uri = f"sqlite:///{store / 'mlflow.db'}"
+    mlflow.set_tracking_uri(uri)
+    return uri
+
+
+def experiment_id(name: str, root: Path = Path(".")) -> str:
+    """The experiment's id, creating it with artifacts under mlflow/artifacts/ when new."""
+    import mlflow
+
+    found = mlflow.get_experiment_by_name(name)
+    if found is not None:
+        return found.experiment_id
+    artifacts = (root / STORE_DIR / "artifacts").resolve()
+    artifacts.mkdir(parents=True, exist_ok=True)
+    return mlflow.create_experiment(name, artifact_location=artifacts.as_uri())
+
+
+def provenance_tags(root: Path = Path(".")) -> dict[str, str]:
+    """The code's git commit (and dirty flag), and the sha256 of the project's dvc.lock if any."""
+    tags: dict[str, str] = {}
+    proc = subprocess.run(["git", "rev-parse", "HEAD"], cwd=CODE_ROOT, capture_output=True, text=True)
+    if proc.returncode == 0:
+        tags["git_commit"] = proc.stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=CODE_ROOT,
+                               capture_output=True, text=True).stdout.strip()
+        tags["git_dirty"] = str(bool(dirty)).lower()
+    lock = root / "dvc.lock"
+    if lock.exists():
+        tags["dvc_lock_sha256"] = hashlib.sha256(lock.read_bytes()).hexdigest()
+    return tags
+
+
+def flatten(params: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
+    """Nested config -> flat `a.b` keys with string values (MLflow params)."""
+    flat: dict[str, str] = {}
+    for key, value in params.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(flatten(value, name + "."))
+        else:
+            flat[name] = str(value)
+    return flat
+
+
+def numeric(metrics: Mapping[str, Any]) -> dict[str, float]:
+    """The numeric entries of a metrics dict (nested dicts flattened with `.`)."""
+    out: dict[str, float] = {}
+    for key, value in metrics.items():
+        if isinstance(value, Mapping):
+            out.update({f"{key}.{k}": v for k, v in numeric(value).items()})
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[key] = float(value)
+    return out
+
+
+def render_dialogue(traj: Trajectory) -> str:
+    """One episode as markdown: request, each agent turn and human reply, answer and score."""
+    lines = [f"### task {traj.task_index} (`{traj.task_id}`), seed {traj.run_seed}",
+             f"score {traj.score} ({traj.passed}/{traj.total}), success {traj.success}, "
+             f"answered {traj.answered}, turns {len(traj.turns)}", ""]
+    for msg in traj.messages:
+        if msg["role"] == "system":
+            continue
+        who = {"user": "Human", "assistant": "Agent"}[msg["role"]]
+        lines += [f"**{who}:**", "", "```", msg["content"], "```", ""]
+    if traj.error:
+        lines += [f"_scorer: {traj.error}_", ""]
+    return "\n".join(lines)
+
+
+def render_dialogues(trajs: Iterable[Trajectory]) -> str:
+    return "\n---\n\n".join(render_dialogue(t) for t in trajs)

