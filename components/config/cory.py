@@ -1,9 +1,9 @@
 """Configuration of the CORY training stage (params.yaml section `cory`), every field documented.
 
-Reads and writes nothing. Defaults are sized for the CPU smoke run with the 135M default model.
-Measured there (2 cores): CORY ~63 s per iteration with vLLM (after a one-time ~90 s engine
-build), ~107 s with hf; PPO ~41 s and ~61 s; so 10 minutes hold about 7 CORY or 12 PPO
-iterations with vLLM. The paper's GSM8K values (Ma et al. 2024, sec. 5 and
+Reads and writes nothing. Defaults equal params.yaml's `cory` section, sized for the CPU smoke run
+with the 135M default model. Measured there (2 cores): CORY ~63 s per iteration with vLLM (after
+a one-time ~90 s engine build), ~107 s with hf; PPO ~41 s and ~61 s; so 10 minutes hold about
+7 CORY or 12 PPO iterations with vLLM. The paper's GSM8K values (Ma et al. 2024, sec. 5 and
 ALGORITHMS.md "CORY": batch 32, eta 0.01, 100 iterations, lr 1e-4 for CORY and 1e-5 for PPO,
 T = 5, clip 0.2, gamma 1, lambda 0.95) are noted beside each field and belong in a GPU profile.
 
@@ -84,7 +84,7 @@ class CoryConfig(_Section):
                        "on GPU, fp32 on CPU)")
     seed: int = Field(0, description="seed of the LoRA/value-head init, question draws, sampling, minibatches")
     out_dir: Path = Field(Path("runs/cory"), description="output folder (see components.stages.cory)")
-    save_merged: bool = Field(True, description="also write each agent as a merged HF folder at the end")
+    save_merged: bool = Field(False, description="also write each agent as a merged HF folder at the end")
 
     @property
     def samples_per_agent(self) -> int:

@@ -5,8 +5,9 @@
 stage's files live at fixed places under that root (`TrainLayout`), so stages find each other's
 outputs without a path per section.
 
-Defaults in params.yaml are sized for the embedded CPU run; the authors' hyper-parameters
-(ALGORITHMS.md, SWEET-RL 3 and 7) are noted beside each field and are the GPU profile's values.
+The defaults equal params.yaml's base sections (tests/unit/test_config_defaults.py), sized for the
+embedded CPU run; the authors' hyper-parameters (ALGORITHMS.md, SWEET-RL 3 and 7) are noted beside
+each field and are the gpu-8b profile's values.
 """
 from __future__ import annotations
 
@@ -38,13 +39,17 @@ class LoraSection(_Section):
 
 class OptimConfig(_Section):
     """One training loop's optimisation settings (authors: lr 2e-7, batch 8, Adam betas (0.9, 0.95),
-    3% warm-up, cosine to 0.1x, grad clip 1.0, full fine-tuning)."""
+    3% warm-up, cosine to 0.1x, grad clip 1.0, full fine-tuning).
 
-    lr: float = Field(2e-7, gt=0.0, le=1.0, description="peak learning rate")
-    epochs: int = Field(1, ge=1, description="passes over the training examples")
+    The defaults are params.yaml's `actor.optim` (the CPU-sized values); `critic_optim()` is
+    params.yaml's `critic.optim`. The authors' values are in the descriptions and the gpu-8b profile."""
+
+    lr: float = Field(1e-5, gt=0.0, le=1.0, description="peak learning rate (authors: 2e-7, 8B models and "
+                      "15k trajectories; the gpu-8b profile)")
+    epochs: int = Field(1, ge=1, description="passes over the training examples (authors: critic 4, actor 1)")
     max_steps: int | None = Field(None, ge=1, description="stop after this many optimizer steps")
     batch_size: int = Field(8, ge=1, description="examples per optimizer step")
-    micro_batch_size: int = Field(8, ge=1, description="examples per forward pass (gradient accumulation)")
+    micro_batch_size: int = Field(2, ge=1, description="examples per forward pass (gradient accumulation)")
     warmup_ratio: float = Field(0.03, ge=0.0, le=0.5, description="share of steps with linear warm-up")
     min_lr_ratio: float = Field(0.1, ge=0.0, le=1.0, description="cosine decays to this fraction of lr")
     grad_clip: float = Field(1.0, gt=0.0, description="max global gradient norm")
@@ -53,7 +58,7 @@ class OptimConfig(_Section):
     dtype: str = Field("auto", pattern="^(auto|float32|bfloat16)$", description="auto: bf16 on GPU, fp32 on CPU")
     lora: LoraSection | None = Field(None, description="train LoRA adapters (PEFT) instead of all weights")
     gradient_checkpointing: bool = Field(False, description="recompute activations to save memory")
-    checkpoint_every: int = Field(50, ge=1, description="optimizer steps between checkpoints")
+    checkpoint_every: int = Field(20, ge=1, description="optimizer steps between checkpoints")
     keep_checkpoints: int = Field(1, ge=1, description="checkpoints kept (the newest)")
     seed: int = Field(0, description="data order and initialisation seed")
 
@@ -65,6 +70,16 @@ class OptimConfig(_Section):
         if not all(0.0 <= b < 1.0 for b in self.adam_betas):
             raise ValueError(f"adam_betas must lie in [0, 1), got {self.adam_betas}")
         return self
+
+
+def critic_optim() -> OptimConfig:
+    """params.yaml's `critic.optim`: the critic trains 2 epochs (authors: 4)."""
+    return OptimConfig(epochs=2)
+
+
+def actor_optim() -> OptimConfig:
+    """params.yaml's `actor.optim`: the actor trains 1 epoch (authors: 1)."""
+    return OptimConfig(epochs=1)
 
 
 class PairsConfig(_Section):
@@ -113,8 +128,8 @@ class CriticConfig(_Section):
     beta: float = Field(0.1, gt=0.0, description="advantage scale (paper: 0.1)")
     normalize: Normalize = Field(Normalize.per_turn, description="per_turn (paper) | joint (authors' code)")
     max_length: int = Field(4096, ge=64, description="longer dialogues (with the reference) are left out")
-    ref_batch_size: int = Field(8, ge=1, description="sequences per forward in the reference pass")
-    optim: OptimConfig = Field(default_factory=lambda: OptimConfig(epochs=4), description="authors: 4 epochs")
+    ref_batch_size: int = Field(4, ge=1, description="sequences per forward in the reference pass")
+    optim: OptimConfig = Field(default_factory=critic_optim, description="authors: 4 epochs")
 
 
 class CandidatesConfig(_Section):
@@ -143,5 +158,5 @@ class ActorConfig(_Section):
     beta: float = Field(0.1, gt=0.0, description="DPO beta (authors: 0.1)")
     nll_coef: float = Field(0.01, ge=0.0, description="NLL on chosen actions added to DPO (authors: 0.01)")
     max_length: int = Field(4096, ge=64, description="longer sequences are left out")
-    ref_batch_size: int = Field(8, ge=1, description="sequences per forward in the reference pass")
-    optim: OptimConfig = Field(default_factory=OptimConfig, description="authors: 1 epoch, lr 2e-7")
+    ref_batch_size: int = Field(4, ge=1, description="sequences per forward in the reference pass")
+    optim: OptimConfig = Field(default_factory=actor_optim, description="authors: 1 epoch, lr 2e-7")

@@ -5,6 +5,7 @@ import pytest
 
 from components.config.sections import ConfigError, load_section
 from components.config.training import ActorConfig, Algo, CandidatesConfig, CriticConfig, OptimConfig, RankingConfig
+from flows.profiles import resolve
 
 
 def write(tmp_path, text):
@@ -13,14 +14,18 @@ def write(tmp_path, text):
     return path
 
 
-def test_defaults_are_the_authors_hyper_parameters():
-    optim = OptimConfig()
-    assert (optim.lr, optim.batch_size, optim.adam_betas, optim.warmup_ratio, optim.min_lr_ratio, optim.grad_clip) \
-        == (2e-7, 8, (0.9, 0.95), 0.03, 0.1, 1.0)
-    assert CriticConfig().optim.epochs == 4 and CriticConfig().beta == 0.1 and CriticConfig().normalize == "per_turn"
+def test_the_authors_hyper_parameters_are_the_defaults_or_the_gpu_profile():
+    optim = OptimConfig()  # the defaults are params.yaml's (CPU-sized lr and epochs; see test_config_defaults)
+    assert (optim.batch_size, optim.adam_betas, optim.warmup_ratio, optim.min_lr_ratio, optim.grad_clip) \
+        == (8, (0.9, 0.95), 0.03, 0.1, 1.0)
+    assert CriticConfig().beta == 0.1 and CriticConfig().normalize == "per_turn"
     actor = ActorConfig()
     assert (actor.algo, actor.beta, actor.nll_coef, actor.optim.epochs) == (Algo.sweet, 0.1, 0.01, 1)
     assert (CandidatesConfig().fraction, CandidatesConfig().per_state) == (0.1, 16)
+    gpu = resolve("gpu-8b")  # the authors' lr 2e-7 and 4 critic epochs live in the gpu-8b profile
+    critic, actor = CriticConfig.model_validate(gpu["critic"]), ActorConfig.model_validate(gpu["actor"])
+    assert (critic.optim.lr, critic.optim.epochs, critic.optim.batch_size) == (2e-7, 4, 8)
+    assert (actor.optim.lr, actor.optim.epochs, actor.optim.batch_size) == (2e-7, 1, 8)
 
 
 @pytest.mark.parametrize("text, field", [
