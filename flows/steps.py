@@ -129,30 +129,26 @@ _DVC_GIT_HINTS = ("To track the changes with git", "git add ", "To enable auto s
                   "Use `dvc push`")
 
 
-def dvc_repro(dvc_yaml: Path, stage: str) -> bool:
+def dvc_repro(dvc_yaml: Path, stage: str, *, log_path: Path | None = None) -> bool:
     """`dvc repro --single-item DVC_YAML:STAGE` in a child process group; True when the stage ran,
     False when DVC skipped it (deps, params and outs unchanged since its dvc.lock entry).
 
-    The stage's `python` is this interpreter (its folder leads PATH). If this process is stopped
-    (Ctrl-C, SIGTERM turned into SystemExit), the whole group gets SIGTERM, so the step's own child
-    is not left running; its persisted outputs let the next run resume it."""
+    Everything DVC and the stage print goes to `log_path` (default: `logs/<stage>.log` beside the
+    dvc.yaml), appended per attempt; the console gets the stage's progress bars, warnings, errors
+    and result line, or everything when $SWEETFLOW_VERBOSE is 1 (`sweetflow --verbose`); see
+    flows/console.py. The stage's `python` is this interpreter (its folder leads PATH). If this
+    process is stopped (Ctrl-C, SIGTERM turned into SystemExit), the whole group gets SIGTERM, so
+    the step's own child is not left running; its persisted outputs let the next run resume it."""
+    from flows.console import run_logged
+
+    log_path = Path(dvc_yaml).parent / "logs" / f"{stage}.log" if log_path is None else Path(log_path)
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    proc = subprocess.Popen([sys.executable, "-m", "dvc", "repro", "--single-item", f"{dvc_yaml}:{stage}"],
-                            stdout=subprocess.PIPE, text=True, env=env, start_new_session=True)
-    skipped = False
-    try:
-        for line in proc.stdout:
-            if line.strip() and not any(hint in line for hint in _DVC_GIT_HINTS):
-                print(line.rstrip())
-            skipped |= "didn't change, skipping" in line
-        code = proc.wait()
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait()
-    if code != 0:
-        raise RuntimeError(f"stage {dvc_yaml}:{stage} failed with exit code {code} (see its log above)")
-    return not skipped
+    skip = "didn't change, skipping"
+    result = run_logged([sys.executable, "-m", "dvc", "repro", "--single-item", f"{dvc_yaml}:{stage}"], log_path,
+                        env, watch=(skip,), show=(skip, "skipping run, checking out outputs"), hide=_DVC_GIT_HINTS)
+    if result.returncode != 0:
+        raise RuntimeError(f"stage {dvc_yaml}:{stage} failed with exit code {result.returncode} (log: {log_path})")
+    return skip not in result.seen
 
 
 def format_table(rows: Sequence[tuple[str, str]]) -> str:
