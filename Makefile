@@ -9,7 +9,7 @@ export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 90
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install data model run test test-fast test-slow bench clean
+.PHONY: install lint data model run test test-fast test-slow bench clean
 
 install: $(STAMP)
 
@@ -27,7 +27,11 @@ run: data model
 	$(BIN)/sweetflow run
 	$(BIN)/sweetflow compare
 
-test: data model
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: lint data model
 	$(BIN)/pytest -q -m "not slow and not gpu" --durations=10
 
 test-slow: data model

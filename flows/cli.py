@@ -10,6 +10,11 @@ from typing import Any, Callable, Optional
 
 import typer
 
+from components.config.sections import EvalConfig, RolloutsConfig
+from components.config.training import ActorConfig, Algo, TrainConfig
+from flows.options import EPISODE_FIELDS, cli_options, extra_option
+from flows.plan import PipelineParams
+
 app = typer.Typer(help="sweetflow: SWEET-RL training pipeline for collaborative LLM agents (ColBench).",
                   no_args_is_help=True, pretty_exceptions_enable=False)
 data_app = typer.Typer(help="Data sets (DVC-tracked).", no_args_is_help=True)
@@ -123,29 +128,23 @@ def _seeds(seed: Optional[int], seeds: Optional[str]) -> Optional[list[int]]:
     return None if seed is None else [seed]
 
 
+OUT = {"out_dir": ("--out",)}
+SEED_OPTIONS = [extra_option("seed", Optional[int], typer.Option(None, help="run seed")),
+                extra_option("seeds", Optional[str], typer.Option(None, help="comma-separated run seeds, one "
+                                                                  "evaluation each [params.yaml eval.seeds]"))]
+
+
 @app.command("eval")
-def evaluate(
-    model: Optional[str] = typer.Option(None, help="agent model: HF folder or hub id [params.yaml eval.model]"),
-    limit: Optional[int] = typer.Option(None, help="number of tasks [eval.limit]"),
-    simulator: Optional[str] = typer.Option(None, help="llm | retrieval [eval.simulator]"),
-    engine: Optional[str] = typer.Option(None, help="auto | vllm | hf | openai [eval.engine]"),
-    seed: Optional[int] = typer.Option(None, help="run seed"),
-    seeds: Optional[str] = typer.Option(None, help="comma-separated run seeds, one evaluation each"),
-    out: Optional[str] = typer.Option(None, help="output folder [eval.out_dir]"),
-    split: Optional[str] = typer.Option(None, help="train | eval | all [eval.split]"),
-    simulator_model: Optional[str] = typer.Option(None, help="llm simulator: model folder or OpenAI URL"),
-    simulator_engine: Optional[str] = typer.Option(None, help="engine of the simulator model"),
-    register: bool = typer.Option(False, "--register", help="register the model (a local folder) in the MLflow "
-                                  "registry as `candidate`; `champion` only if it beats the current champion"),
-) -> None:
+@cli_options(EvalConfig, "eval", EPISODE_FIELDS, OUT, extra=[*SEED_OPTIONS, extra_option(
+    "register", bool, typer.Option(False, "--register", help="register the model (a local folder) in the MLflow "
+                                   "registry as `candidate`; `champion` only if it beats the current champion"))])
+def evaluate(seed: Optional[int] = None, seeds: Optional[str] = None, register: bool = False, **options) -> None:
     """Evaluate a model on ColBench backend tasks (a Prefect flow; logged to MLflow)."""
     from flows.eval_flow import EvalParams, eval_flow, resolve, summary_table
 
     _setup()
-    params = EvalParams(model=model, limit=limit, simulator=simulator, engine=engine, seeds=_seeds(seed, seeds),
-                        out_dir=out, split=split, simulator_model=simulator_model,
-                        simulator_engine=simulator_engine, register_model=register)
-    cfg = _resolve_checked(resolve, params)
+    params = EvalParams(**options, seeds=_seeds(seed, seeds), register_model=register)
+    cfg = _resolve_checked(resolve, params, "eval")
     metrics = eval_flow(params)
     typer.echo(f"\nevaluation of {cfg.model} ({cfg.simulator.value} simulator), outputs in {cfg.out_dir}, "
                f"MLflow run {metrics['mlflow_run_id']}:\n{summary_table(metrics)}")
@@ -156,27 +155,14 @@ def evaluate(
 
 
 @app.command("rollouts")
-def rollouts(
-    model: Optional[str] = typer.Option(None, help="agent model: HF folder or hub id [params.yaml rollouts.model]"),
-    split: Optional[str] = typer.Option(None, help="train | eval | all [rollouts.split]"),
-    per_task: Optional[int] = typer.Option(None, "--per-task", help="trajectories sampled per task, K "
-                                           "[rollouts.per_task]"),
-    out: Optional[str] = typer.Option(None, help="output folder [rollouts.out_dir]"),
-    limit: Optional[int] = typer.Option(None, help="number of tasks [rollouts.limit]"),
-    simulator: Optional[str] = typer.Option(None, help="llm | retrieval [rollouts.simulator]"),
-    engine: Optional[str] = typer.Option(None, help="auto | vllm | hf | openai [rollouts.engine]"),
-    seed: Optional[int] = typer.Option(None, help="run seed [rollouts.seed]"),
-    simulator_model: Optional[str] = typer.Option(None, help="llm simulator: model folder or OpenAI URL"),
-    simulator_engine: Optional[str] = typer.Option(None, help="engine of the simulator model"),
-) -> None:
+@cli_options(RolloutsConfig, "rollouts", (*EPISODE_FIELDS, "per_task", "seed"), OUT)
+def rollouts(**options) -> None:
     """Sample K scored trajectories per task (SWEET-RL step 1; a Prefect flow logged to MLflow)."""
     from flows.rollouts_flow import RolloutsParams, resolve, rollouts_flow, summary_table
 
     _setup()
-    params = RolloutsParams(model=model, split=split, per_task=per_task, out_dir=out, limit=limit,
-                            simulator=simulator, engine=engine, seed=seed, simulator_model=simulator_model,
-                            simulator_engine=simulator_engine)
-    cfg = _resolve_checked(resolve, params)
+    params = RolloutsParams(**options)
+    cfg = _resolve_checked(resolve, params, "rollouts")
     metrics = rollouts_flow(params)
     typer.echo(f"\nrollouts of {cfg.model} (K={cfg.per_task}, {cfg.simulator.value} simulator, split "
                f"{cfg.split.value}), trajectories in {cfg.out_dir / 'trajectories.jsonl'}, "
@@ -184,20 +170,21 @@ def rollouts(
 
 
 @app.command("train")
-def train(
-    algo: Optional[str] = typer.Option(None, help="sweet | mtdpo | rft [params.yaml actor.algo]"),
-    trajectories: Optional[str] = typer.Option(None, help="rollouts folder (trajectories.jsonl) [train.trajectories]"),
-    model: Optional[str] = typer.Option(None, help="the actor to improve [train.model]"),
-    out: Optional[str] = typer.Option(None, help="root folder of the training steps [train.out_dir]"),
-) -> None:
+@cli_options(TrainConfig, "train", ("trajectories", "model", "out_dir"), OUT, extra=[extra_option(
+    "algo", Optional[Algo], typer.Option(None, help=f"{ActorConfig.model_fields['algo'].description} "
+                                         "[params.yaml actor.algo]"))])
+def train(algo: Optional[Algo] = None, **options) -> None:
     """Improve an actor from scored rollouts (a Prefect flow; each step tracked in MLflow)."""
     from components.config.sections import ConfigError
+    from flows.steps import check_step_folder
     from flows.train_flow import TrainParams, check_inputs, resolve, train_flow
 
     _setup()
-    params = TrainParams(algo=algo, trajectories=trajectories, model=model, out_dir=out)
+    params = TrainParams(algo=algo, **options)
     try:
-        check_inputs(resolve(params))
+        doc = resolve(params)
+        check_inputs(doc)
+        check_step_folder(Path(doc["train"]["out_dir"]))
     except (ConfigError, FileNotFoundError, ValueError) as exc:
         _fail(str(exc))
     result = train_flow(params)
@@ -205,44 +192,62 @@ def train(
                f"{result['summary']}\nevaluate it with: sweetflow eval --model {result['actor_model']}")
 
 
-@app.command("run")
-def run(
-    algo: str = typer.Option("sweet", help="sweet | mtdpo | rft (ColBench) | cory | ppo (GSM8K)"),
-    iterations: Optional[int] = typer.Option(None, min=0, help="ColBench: training iterations, each starting "
-                                             "from the last actor [1]; cory/ppo: PPO iterations [cory.iterations]"),
-    profile: str = typer.Option("default", help="default | smoke | gpu-8b (params.yaml profiles)"),
-    override: Optional[list[str]] = typer.Option(None, "-S", "--set", help="section.key=value, after the "
-                                                 "profile (repeatable), e.g. -S critic.optim.lr=1e-5"),
-) -> None:
-    """The whole pipeline (a Prefect flow): evaluate the base model, then N iterations of rollouts,
-    training and evaluation (or CORY/PPO on GSM8K); DVC skips unchanged steps, MLflow tracks every step."""
-    from components.config.sections import ConfigError
-    from flows.plan import PipelineAlgo
-    from flows.pipeline_flow import PipelineParams, iteration_count, pipeline_flow, resolve
+RUN_OPTIONS = cli_options(PipelineParams, None, ("algo", "iterations", "profile", "overrides"),
+                          {"overrides": ("-S", "--set")})
 
-    _setup()
+
+def _pipeline_plan(options: dict):
+    """The pipeline's parameters and plan as `sweetflow run` resolves them, or a clear error."""
+    from components.config.sections import ConfigError
+    from flows.pipeline_flow import resolve
+
     try:
-        if algo not in {a.value for a in PipelineAlgo}:
-            raise ConfigError(f"unknown algo '{algo}' (choose one of {', '.join(a.value for a in PipelineAlgo)})")
-        params = PipelineParams(algo=algo, iterations=iterations, profile=profile, overrides=override or [])
-        plan = resolve(params)
+        params = PipelineParams(**(options | {"overrides": options.get("overrides") or []}))
+        return params, resolve(params)
     except (ConfigError, ValueError) as exc:
         _fail(str(exc))
+
+
+@app.command("run")
+@RUN_OPTIONS
+def run(**options) -> None:
+    """The whole pipeline (a Prefect flow): evaluate the base model, then N iterations of rollouts,
+    training and evaluation (or CORY/PPO on GSM8K); DVC skips unchanged steps, MLflow tracks every step."""
+    from flows.pipeline_flow import iteration_count, pipeline_flow
+
+    _setup()
+    params, plan = _pipeline_plan(options)
     if not Path(".dvc").is_dir():
         _fail(f"{Path.cwd()} is not a DVC project: run `sweetflow run` from the sweetflow checkout")
-    typer.echo(f"pipeline run {plan.run_dir} ({algo}, profile {profile}, "
+    typer.echo(f"pipeline run {plan.run_dir} ({params.algo.value}, profile {params.profile}, "
                f"{iteration_count(params, plan)} iteration(s))")
     result = pipeline_flow(params)
     typer.echo(f"\n{result['summary']}\ncompare runs: sweetflow compare   (MLflow run {result['mlflow_run_id']})")
 
 
-def _resolve_checked(resolve: Callable[[Any], tuple], params: Any) -> Any:
-    """The flow's resolved stage config, or a clear error (bad value, missing model or tasks file)."""
+@app.command("params")
+@RUN_OPTIONS
+def params(**options) -> None:
+    """Print the resolved parameters (YAML: only the sections the algorithm reads) that `sweetflow run`
+    would use with the same arguments; the same errors as `run` on bad input."""
+    import yaml
+
+    params_, plan = _pipeline_plan(options)
+    typer.echo(f"# sweetflow run --algo {params_.algo.value} --profile {params_.profile}: run folder {plan.run_dir}")
+    typer.echo(yaml.safe_dump(plan.doc, sort_keys=False).rstrip())
+
+
+def _resolve_checked(resolve: Callable[[Any], dict], params: Any, section: str) -> Any:
+    """The flow's resolved stage section, or a clear error (bad value, missing model or tasks file)."""
+    from components.config.schema import SECTIONS
     from components.config.sections import ConfigError
+    from flows.steps import check_step_folder
 
     try:
-        cfg, _, data = resolve(params)
+        doc = resolve(params)
+        cfg, data = SECTIONS[section].model_validate(doc[section]), SECTIONS["data"].model_validate(doc["data"])
         _check_inputs(cfg.model, data.tasks_file(cfg.split))
+        check_step_folder(Path(cfg.out_dir))
     except (ConfigError, FileNotFoundError) as exc:
         _fail(str(exc))
     return cfg

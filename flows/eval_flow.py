@@ -1,9 +1,11 @@
 """Prefect flow: evaluate a model on ColBench backend tasks and track it in MLflow.
 
-Wiring only: the evaluation runs in its own process (`python -m components.stages.evaluate`) so vLLM's
-memory is returned when it ends; this flow resolves the configuration (params.yaml + parameters),
-runs the step, logs params, metrics and a readable sample of dialogues to MLflow, and returns
-the metrics. Runs on Prefect's ephemeral API: no server needed.
+Wiring only, and the same path as `sweetflow run`: the resolved parameters (params.yaml's data,
+episode and eval sections with the flow parameters applied) are written to `<out_dir>/params.yaml`
+beside a generated `<out_dir>/dvc.yaml` holding the catalogue's evaluation stage; the stage runs as
+`dvc repro` in its own process (vLLM's memory is returned when it ends; an unchanged re-run is
+skipped), and the one tracker (flows/tracking.py) logs params, metrics, outputs and sample
+dialogues. Runs on Prefect's ephemeral API: no server needed.
 """
 from __future__ import annotations
 
@@ -12,44 +14,47 @@ from pathlib import Path
 from prefect import flow, get_run_logger, task
 from pydantic import Field
 
-from components.config.sections import ConfigError, DataConfig, EpisodeSection, EvalConfig, stage_sections
-from flows.steps import EpisodeStageParams, format_table, log_stage_run, registry_gate, run_component, stage_config
+from components.config.sections import ConfigError, EvalConfig
+from components.tracking import store as tracking
+from flows.plan import ZERO_SHOT, write_stages
+from flows.options import EPISODE_FIELDS, flow_params
+from flows.steps import check_step_folder, dvc_repro, format_table, registry_gate, step_doc
+from flows.tracking import track_stage
+
+SECTIONS = ("data", "episode", "eval")
 
 
-class EvalParams(EpisodeStageParams):
-    """Parameters of the eval flow; None keeps the params.yaml value (shown as a form in the UI)."""
-
-    seeds: list[int] | None = Field(None, description="one evaluation per seed")
-    register_model: bool = Field(False, description="register the evaluated model (a local folder) in the MLflow "
-                           "registry as `candidate`, and as `champion` if it beats the current champion")
-
-
-def resolve(params: EvalParams) -> tuple[EvalConfig, EpisodeSection, DataConfig]:
-    """params.yaml sections with the flow parameters applied; raises ConfigError on bad values."""
-    overrides = params.model_dump(exclude={"register_model"})
-    cfg, episode, data = stage_sections(EvalConfig, "eval", overrides=overrides)
-    if params.register_model and not Path(cfg.model).is_dir():
-        raise ConfigError(f"--register needs a local model folder; '{cfg.model}' is not one")
-    return cfg, episode, data
+EvalParams = flow_params(
+    "EvalParams", "Parameters of the eval flow; None keeps the params.yaml value (shown as a form in the UI).",
+    EvalConfig, (*EPISODE_FIELDS, "seeds"),
+    register_model=(bool, Field(False, description="register the evaluated model (a local folder) in the MLflow "
+                                "registry as `candidate`, and as `champion` if it beats the current champion")))
 
 
-@task(name="evaluate", timeout_seconds=6 * 3600)
-def evaluate_step(cfg: EvalConfig, episode: EpisodeSection, data: DataConfig) -> dict:
-    """Run the evaluation component in a child process; return its metrics.json."""
-    return run_component("components.stages.evaluate", stage_config("eval", cfg, episode, data),
-                         cfg.out_dir / "metrics.json")
+def resolve(params: EvalParams) -> dict:
+    """The run's parameters (data, episode, eval); raises ConfigError on bad values."""
+    doc = step_doc(SECTIONS, {"eval": params.model_dump(exclude={"register_model"})})
+    if params.register_model and not Path(doc["eval"]["model"]).is_dir():
+        raise ConfigError(f"--register needs a local model folder; '{doc['eval']['model']}' is not one")
+    return doc
+
+
+@task(name="evaluate", timeout_seconds=6 * 3600, retries=1, retry_delay_seconds=30)
+def evaluate_step(dvc_yaml: Path) -> bool:
+    """The evaluation stage (resumes after the episodes already written when retried)."""
+    return dvc_repro(dvc_yaml, ZERO_SHOT)
 
 
 @task(name="track")
-def track_step(cfg: EvalConfig, episode: EpisodeSection, data: DataConfig, metrics: dict) -> str:
-    """Log the run to MLflow: resolved config, metrics, outputs and sample dialogues."""
-    return log_stage_run(cfg.experiment, f"eval {Path(cfg.model).name}", stage_config("eval", cfg, episode, data),
-                         metrics, cfg.out_dir, cfg.sample_dialogues, ("metrics.json", "scores.jsonl"))
+def track_step(dvc_yaml: Path, ran: bool, doc: dict) -> dict:
+    eval_cfg = doc["eval"]
+    return track_stage(dvc_yaml, ZERO_SHOT, ran, None, tracking.experiment_id(eval_cfg["experiment"]),
+                       f"eval {Path(eval_cfg['model']).name}", {})
 
 
 @task(name="registry gate")
-def gate_step(cfg: EvalConfig, run_id: str, metrics: dict) -> dict | None:
-    return registry_gate(cfg.model, run_id, metrics)
+def gate_step(model: str, run_id: str, metrics: dict) -> dict | None:
+    return registry_gate(model, run_id, metrics)
 
 
 def summary_table(metrics: dict) -> str:
@@ -69,9 +74,13 @@ def summary_table(metrics: dict) -> str:
 @flow(name="sweetflow-eval", log_prints=True)
 def eval_flow(params: EvalParams = EvalParams()) -> dict:
     """Evaluate a model on ColBench backend tasks (95% intervals in brackets)."""
-    cfg, episode, data = resolve(params)
-    metrics = evaluate_step(cfg, episode, data)
-    run_id = track_step(cfg, episode, data, metrics)
-    get_run_logger().info("MLflow run %s\n%s", run_id, summary_table(metrics))
-    gated = {"registry": gate_step(cfg, run_id, metrics)} if params.register_model else {}
-    return metrics | {"mlflow_run_id": run_id} | gated
+    doc = resolve(params)
+    check_step_folder(Path(doc["eval"]["out_dir"]))
+    tracking.configure()
+    dvc_yaml = write_stages(Path(doc["eval"]["out_dir"]), [ZERO_SHOT], doc)
+    ran = evaluate_step(dvc_yaml)
+    tracked = track_step(dvc_yaml, ran, doc)
+    metrics = tracked["metrics"]
+    get_run_logger().info("MLflow run %s\n%s", tracked["run_id"], summary_table(metrics))
+    gated = {"registry": gate_step(doc["eval"]["model"], tracked["run_id"], metrics)} if params.register_model else {}
+    return metrics | {"mlflow_run_id": tracked["run_id"], "ran": ran} | gated

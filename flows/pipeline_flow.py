@@ -25,26 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from prefect import flow, get_run_logger, task
-from pydantic import BaseModel, Field
 
 from components.tracking import store as tracking
 from components.tracking.compare import DEFAULT_EXPERIMENT, eval_runs, plot
-from flows.plan import CORY, GSM8K_ALGOS, RUNS_ROOT, PipelineAlgo, RunPlan, plan_run, write_iteration
-from flows import pipeline_steps as ps
+from flows.plan import GSM8K_ALGOS, PipelineParams, RunPlan, plan_run, write_iteration
+from components.stages.catalogue import STAGES, Kind
+from flows import inputs
 from flows.steps import dvc_repro, format_table, registry_gate
-
-
-class PipelineParams(BaseModel):
-    """Parameters of a pipeline run (the Prefect UI shows them as a form); `overrides` win over the profile."""
-
-    algo: PipelineAlgo = Field(PipelineAlgo.sweet, description="sweet (SWEET-RL) | mtdpo (multi-turn DPO) | "
-                               "rft (rejection FT) on ColBench; cory (CORY) | ppo (single-agent PPO) on GSM8K")
-    iterations: int | None = Field(None, ge=0, le=1000, description="training iterations; ColBench: each starts "
-                                   "from the last actor (default 1); cory/ppo: PPO iterations (default: "
-                                   "cory.iterations)")
-    profile: str = Field("default", description="default (embedded CPU run) | smoke | gpu-8b (params.yaml profiles)")
-    overrides: list[str] = Field(default_factory=list, description="section.key=value, e.g. critic.optim.lr=1e-5")
-    runs_root: str = Field(str(RUNS_ROOT), description="folder holding the runs' iteration folders")
+from flows.tracking import track_stage
 
 
 @dataclass
@@ -75,12 +63,12 @@ def iteration_count(params: PipelineParams, plan: RunPlan) -> int:
 
 @task(name="data pull", retries=2, retry_delay_seconds=10)
 def pull_data_task(plan: RunPlan) -> str:
-    return ps.pull_data(plan)
+    return inputs.pull_data(plan)
 
 
 @task(name="prepare model")
 def prepare_model_task(plan: RunPlan) -> str:
-    return ps.prepare_model(plan)
+    return inputs.prepare_model(plan)
 
 
 @task(name="stage", task_run_name="iter {k} {stage}", timeout_seconds=24 * 3600)
@@ -98,7 +86,8 @@ def episode_stage_task(dvc_yaml: Path, stage: str, k: int) -> bool:
 
 @task(name="track", task_run_name="track iter {k} {stage}")
 def track_task(plan: RunPlan, dvc_yaml: Path, stage: str, k: int, ran: bool, parent: str, experiment: str) -> dict:
-    return ps.track_stage(plan, dvc_yaml, stage, k, ran, parent, experiment)
+    tags = {"sweetflow.algo": plan.algo.value, "sweetflow.profile": plan.profile, "sweetflow.iteration": str(k)}
+    return track_stage(dvc_yaml, stage, ran, parent, experiment, f"iter {k} {stage}", tags)
 
 
 @task(name="registry gate", task_run_name="gate iter {k}")
@@ -111,15 +100,16 @@ def run_iteration(plan: RunPlan, k: int, start: str, parent: str, experiment: st
     dvc_yaml = write_iteration(plan, k, start)
     it = Iteration(k, start if k == 0 else str(plan.trained_actor(k)))
     for stage in plan.stages(k):
-        runner = episode_stage_task if stage in ps.EPISODE_STAGES else stage_task
+        kind = STAGES[stage].kind
+        runner = episode_stage_task if kind in (Kind.eval, Kind.episodes) else stage_task
         ran = runner(dvc_yaml, stage, k)
         (it.ran if ran else it.skipped).append(stage)
         tracked = track_task(plan, dvc_yaml, stage, k, ran, parent, experiment)
-        if stage == CORY or stage in ps.EVAL_STAGES:
+        if kind in (Kind.eval, Kind.cory):
             it.metrics = tracked["metrics"]
-        if stage in ps.EVAL_STAGES:
+        if kind == Kind.eval:
             it.registry = gate_task(it.actor, tracked["run_id"], it.metrics, k)
-        it.no_signal = ps.no_signal(plan.algo, stage, tracked["metrics"])
+        it.no_signal = inputs.no_signal(plan.algo, stage, tracked["metrics"])
         if it.no_signal:
             it.actor = start
             get_run_logger().warning("iteration %d: no learning signal (%s); actor %s carried forward", k,

@@ -1,10 +1,10 @@
 """A pipeline run's plan: where its files live, each iteration's parameters and its DVC stages.
 
-Reads: the project's params.yaml (through flows.profiles) and dvc.yaml (the stage
-definitions). Writes, for each iteration k of a run, under
+Reads: the project's params.yaml (through flows.profiles) and the stage catalogue
+(components/stages/catalogue.py). Writes, for each iteration k of a run, under
 `runs/pipeline/<algo>-<profile>-<hash of the resolved parameters>/iter-k/`:
   params.yaml  the run's resolved parameters with iteration k's paths and seeds
-  dvc.yaml     the root dvc.yaml stages this algorithm runs, `${...}` filled in from that params.yaml,
+  dvc.yaml     the catalogue stages this algorithm runs, `${...}` filled in from that params.yaml,
                run from the project root (`wdir`) with SWEETFLOW_PARAMS naming that params.yaml
 DVC then writes iter-k/dvc.lock (the iteration's version record) and skips a stage whose deps,
 params and outs did not change, so a second identical run only checks hashes; a run with other
@@ -34,15 +34,15 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import yaml
+from pydantic import BaseModel, Field
 
 from flows import profiles
 from components.config.sections import PARAMS_ENV, ConfigError
-from components.config.training import Algo
+from components.stages.catalogue import CODE_ROOT, STAGES, Out, Stage, code_deps, training_stages
 
-CODE_ROOT = Path(__file__).resolve().parents[1]  # the checkout holding components/ and the root dvc.yaml
 RUNS_ROOT = Path("runs/pipeline")
 ZERO_SHOT, ROLLOUTS, EVAL_ACTOR, CORY = "eval_zero_shot", "rollouts", "eval_actor", "cory"
 
@@ -59,16 +59,20 @@ class PipelineAlgo(str, Enum):
 
 GSM8K_ALGOS = (PipelineAlgo.cory, PipelineAlgo.ppo)
 GSM8K_SECTIONS = ("model", "cory")  # what a CORY run reads; ColBench runs read every other section
-TRAIN_STAGES: dict[Algo, tuple[str, ...]] = {
-    Algo.sweet: ("train_pairs", "critic", "candidates", "ranking", "turn_pairs", "actor"),
-    Algo.mtdpo: ("train_pairs", "actor"),
-    Algo.rft: ("actor",),
-}
-# What the actor stage trains on, per algorithm (the root dvc.yaml declares SWEET-RL's).
-ACTOR_INPUT = {Algo.sweet: "${train.out_dir}/ranking/turn_pairs.jsonl",
-               Algo.mtdpo: "${train.out_dir}/pairs/pairs.jsonl",
-               Algo.rft: "${train.trajectories}/trajectories.jsonl"}
 _VAR = re.compile(r"\$\{([\w.-]+)\}")
+
+
+class PipelineParams(BaseModel):
+    """Parameters of a pipeline run (the Prefect UI shows them as a form); `overrides` win over the profile."""
+
+    algo: PipelineAlgo = Field(PipelineAlgo.sweet, description="sweet (SWEET-RL) | mtdpo (multi-turn DPO) | "
+                               "rft (rejection FT) on ColBench; cory (CORY) | ppo (single-agent PPO) on GSM8K")
+    iterations: int | None = Field(None, ge=0, le=1000, description="training iterations; ColBench: each starts "
+                                   "from the last actor (default 1); cory/ppo: PPO iterations (default: "
+                                   "cory.iterations)")
+    profile: str = Field("default", description="default (embedded CPU run) | smoke | gpu-8b (params.yaml profiles)")
+    overrides: list[str] = Field(default_factory=list, description="section.key=value, e.g. critic.optim.lr=1e-5")
+    runs_root: str = Field(str(RUNS_ROOT), description="folder holding the runs' iteration folders")
 
 
 @dataclass(frozen=True)
@@ -93,7 +97,7 @@ class RunPlan:
     def stages(self, k: int) -> tuple[str, ...]:
         if self.gsm8k:
             return (CORY,)
-        return (ZERO_SHOT,) if k == 0 else (ROLLOUTS, *TRAIN_STAGES[Algo(self.algo.value)], EVAL_ACTOR)
+        return (ZERO_SHOT,) if k == 0 else (ROLLOUTS, *training_stages(self.algo.value), EVAL_ACTOR)
 
     def trained_actor(self, k: int) -> Path:
         """Where iteration k (>= 1) writes its trained actor (CORY/PPO: the agents' LoRA adapters)."""
@@ -139,8 +143,6 @@ def iteration_doc(plan: RunPlan, k: int, start: str) -> dict[str, Any]:
     """The parameters of iteration k, which starts from the model `start` (the base model, or the
     actor of the last iteration that trained one), with its own output folders."""
     doc, it = copy.deepcopy(plan.doc), plan.iteration_dir(k)
-    if Path(start).is_dir():
-        doc["model"]["out_dir"] = start  # the `${model.out_dir}` deps: the model this iteration starts from
     if plan.gsm8k:
         doc["cory"].update(model=start, out_dir=str(it / CORY))
         return doc
@@ -157,7 +159,7 @@ def interpolate(value: Any, doc: dict[str, Any]) -> Any:
     """`${section.key}` in every string of `value` replaced by that value of `doc`."""
     if isinstance(value, str):
         return _VAR.sub(lambda m: str(_lookup(doc, m.group(1))), value)
-    if isinstance(value, list):
+    if isinstance(value, (list, tuple)):
         return [interpolate(v, doc) for v in value]
     if isinstance(value, dict):
         return {interpolate(k, doc): interpolate(v, doc) for k, v in value.items()}
@@ -168,54 +170,98 @@ def _lookup(doc: dict[str, Any], dotted: str) -> Any:
     node: Any = doc
     for key in dotted.split("."):
         if not isinstance(node, dict) or key not in node:
-            raise ConfigError(f"dvc.yaml refers to ${{{dotted}}}, which the run parameters do not have")
+            raise ConfigError(f"the stage catalogue refers to ${{{dotted}}}, which the run parameters do not have")
         node = node[key]
     return node
 
 
+def _is_set(doc: dict[str, Any], dotted: str) -> bool:
+    section, _, key = dotted.partition(".")
+    return bool((doc.get(section) or {}).get(key))
+
+
+def _out(out: Out) -> Any:
+    flags = {k: v for k, v in (("cache", out.cache), ("persist", out.persist)) if v != (k == "cache")}
+    return {out.path: flags} if flags else out.path
+
+
+def dvc_stage(stage: Stage, algo: str | None = None) -> dict[str, Any]:
+    """The stage as dvc.yaml declares it, `${section.key}` kept: the command, its code (every project
+    file the module imports), its inputs and models, params sections, outs and metrics."""
+    spec: dict[str, Any] = {"cmd": " ".join(["python -m", stage.module, *stage.args]),
+                            "deps": [*code_deps(stage.module), *stage.inputs_for(algo), *stage.models]}
+    if stage.sections:
+        spec["params"] = list(stage.sections)
+    spec["outs"] = [_out(o) for o in stage.outs_for(algo)]
+    if stage.metrics:
+        spec["metrics"] = [{stage.metrics: {"cache": False}}]
+    return spec
+
+
+def root_dvc_yaml() -> str:
+    """The root dvc.yaml: every catalogue stage on params.yaml's paths (`dvc repro` from the root)."""
+    stages = {name: dvc_stage(stage) for name, stage in STAGES.items()}
+    return ROOT_HEADER + yaml.safe_dump({"stages": stages}, sort_keys=False, width=120)
+
+
+ROOT_HEADER = """# GENERATED from the stage catalogue (components/stages/catalogue.py) by `python -m flows.plan`; do
+# not edit. Each step: its code (every project file its module imports), inputs, params sections,
+# outs, metrics. `dvc repro` reproduces a run on params.yaml; dvc.lock is the version record.
+"""
+
+
 def _code_path(dep: str, project: Path) -> str:
     """A dep on this package's code, absolute when the project is not the checkout holding it."""
-    if dep.startswith("components") and project.resolve() != CODE_ROOT:
+    if dep.startswith("components/") and project.resolve() != CODE_ROOT:
         return str(CODE_ROOT / dep)
     return dep
 
 
-def _stage(name: str, spec: dict, doc: dict, algo: PipelineAlgo, params_file: str, wdir: str, project: Path) -> dict:
-    spec = copy.deepcopy(spec)
-    if name == "actor":
-        spec["deps"] = [d for d in spec["deps"] if d != ACTOR_INPUT[Algo.sweet]] + [ACTOR_INPUT[Algo(algo.value)]]
-    if name == ROLLOUTS and doc["rollouts"].get("offline"):
-        spec["deps"] = [*spec["deps"], "${rollouts.offline}"]
+def resolved_stage(name: str, doc: dict[str, Any], algo: str | None, params_file: str, wdir: str, project: Path,
+                   produced: set[str]) -> dict:
+    """A catalogue stage on the run parameters `doc`: paths filled in, run from the project root
+    with SWEETFLOW_PARAMS naming the run's params file. A model that is neither a local folder nor
+    produced by a stage of the same file (a hub id) is not a dep."""
+    stage = STAGES[name]
+    spec = dvc_stage(stage, algo)
+    models = set(interpolate(list(stage.models), doc))
+    spec["deps"] += [f"${{{key}}}" for key in stage.optional_inputs if _is_set(doc, key)]
     spec = interpolate(spec, doc)
     spec["cmd"] = f"{PARAMS_ENV}={params_file} {spec['cmd']}"
     spec["wdir"] = wdir
-    spec["deps"] = [_code_path(d, project) for d in spec.get("deps", [])]
+    spec["deps"] = [_code_path(d, project) for d in spec["deps"]
+                    if d not in models or d in produced or (project / d).is_dir() or Path(d).is_dir()]
     if spec.get("params"):
         spec["params"] = [{params_file: spec["params"]}]
     return spec
 
 
-def write_iteration(plan: RunPlan, k: int, start: str, project: Path = Path("."),
-                    root_dvc: Path | None = None) -> Path:
-    """iter-k/params.yaml and iter-k/dvc.yaml for an iteration starting from the model `start`
-    (rewritten only when they change, so DVC sees no change in a re-run); returns the dvc.yaml path."""
-    root_dvc = root_dvc or (CODE_ROOT / "dvc.yaml")
-    stages = yaml.safe_load(Path(root_dvc).read_text())["stages"]
-    missing = [s for s in plan.stages(k) if s not in stages]
-    if missing:
-        raise ConfigError(f"{root_dvc} lacks the stages {', '.join(missing)}")
-    it = plan.iteration_dir(k)
-    (project / it).mkdir(parents=True, exist_ok=True)
-    doc = iteration_doc(plan, k, start)
-    params_file = str(it / "params.yaml")
-    wdir = os.path.relpath(project, project / it)
-    dvc = {"stages": {s: _stage(s, stages[s], doc, plan.algo, params_file, wdir, project) for s in plan.stages(k)}}
+def write_stages(folder: Path, names: Sequence[str], doc: dict[str, Any], algo: str | None = None,
+                 project: Path = Path(".")) -> Path:
+    """folder/params.yaml (`doc`) and folder/dvc.yaml (the named stages on it), rewritten only when they
+    change, so that DVC sees no change in a re-run; returns the dvc.yaml path."""
+    (project / folder).mkdir(parents=True, exist_ok=True)
+    params_file = str(folder / "params.yaml")
+    wdir = os.path.relpath(project, project / folder)
+    produced = {o for n in names for o in interpolate([o.path for o in STAGES[n].outs_for(algo)], doc)}
+    stages = {n: resolved_stage(n, doc, algo, params_file, wdir, project, produced) for n in names}
     _write_if_changed(project / params_file, yaml.safe_dump(doc, sort_keys=False))
-    _write_if_changed(project / it / "dvc.yaml", "# generated by `sweetflow run` from the root dvc.yaml\n"
-                      + yaml.safe_dump(dvc, sort_keys=False, width=120))
-    return it / "dvc.yaml"
+    _write_if_changed(project / folder / "dvc.yaml", "# generated by sweetflow from the stage catalogue\n"
+                      + yaml.safe_dump({"stages": stages}, sort_keys=False, width=120))
+    return folder / "dvc.yaml"
+
+
+def write_iteration(plan: RunPlan, k: int, start: str, project: Path = Path(".")) -> Path:
+    """iter-k/params.yaml and iter-k/dvc.yaml for an iteration starting from the model `start`."""
+    return write_stages(plan.iteration_dir(k), plan.stages(k), iteration_doc(plan, k, start), plan.algo.value,
+                        project)
 
 
 def _write_if_changed(path: Path, text: str) -> None:
     if not path.exists() or path.read_text() != text:
         path.write_text(text)
+
+
+if __name__ == "__main__":
+    (CODE_ROOT / "dvc.yaml").write_text(root_dvc_yaml())
+    print(f"wrote {CODE_ROOT / 'dvc.yaml'}")

@@ -14,17 +14,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from components.config.sections import (PARAMS, ConfigError, DataConfig, EpisodeSection, EvalConfig, ModelConfig,
-                               RolloutsConfig, error_lines, read_params)
-from components.config.cory import CoryConfig
-from components.config.training import (ActorConfig, CandidatesConfig, CriticConfig, PairsConfig, RankingConfig,
-                                     TrainConfig)
+from components.config.schema import SECTIONS
+from components.config.sections import PARAMS, ConfigError, error_lines, read_params
 
-SECTIONS: dict[str, type[BaseModel]] = {
-    "data": DataConfig, "model": ModelConfig, "episode": EpisodeSection, "eval": EvalConfig,
-    "rollouts": RolloutsConfig, "train": TrainConfig, "pairs": PairsConfig, "critic": CriticConfig,
-    "candidates": CandidatesConfig, "ranking": RankingConfig, "actor": ActorConfig, "cory": CoryConfig,
-}
 DEFAULT = "default"
 
 

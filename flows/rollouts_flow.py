@@ -1,9 +1,10 @@
 """Prefect flow: K sampled, scored trajectories per training task (SWEET-RL step 1), tracked in MLflow.
 
-Wiring only: the rollouts run in their own process (`python -m components.stages.rollouts`) so vLLM's
-memory is returned when they end; this flow resolves the configuration (params.yaml `rollouts`,
-`episode`, `data` + parameters), runs the step, logs params, metrics and a readable sample of
-dialogues to MLflow, and returns the metrics. Runs on Prefect's ephemeral API: no server needed.
+Wiring only, and the same path as `sweetflow run`: the resolved parameters (params.yaml's data,
+episode and rollouts sections with the flow parameters applied) go to `<out_dir>/params.yaml`
+beside a generated `<out_dir>/dvc.yaml` holding the catalogue's rollouts stage, run as `dvc repro`
+in its own process (vLLM's memory is returned when it ends; an unchanged re-run is skipped) and
+logged by the one tracker (flows/tracking.py). Runs on Prefect's ephemeral API: no server needed.
 """
 from __future__ import annotations
 
@@ -12,36 +13,39 @@ from pathlib import Path
 from prefect import flow, get_run_logger, task
 from pydantic import Field
 
-from components.config.sections import DataConfig, EpisodeSection, RolloutsConfig, check_rollouts, stage_sections
-from flows.steps import EpisodeStageParams, format_table, log_stage_run, run_component, stage_config
+from components.config.sections import EpisodeSection, RolloutsConfig, check_rollouts
+from components.tracking import store as tracking
+from flows.plan import ROLLOUTS, write_stages
+from flows.options import EPISODE_FIELDS, flow_params
+from flows.steps import check_step_folder, dvc_repro, format_table, step_doc
+from flows.tracking import track_stage
+
+SECTIONS = ("data", "episode", "rollouts")
 
 
-class RolloutsParams(EpisodeStageParams):
-    """Parameters of the rollouts flow; None keeps the params.yaml value (shown as a form in the UI)."""
-
-    per_task: int | None = Field(None, description="trajectories sampled per task (K)")
-    seed: int | None = Field(None, description="run seed")
+RolloutsParams = flow_params(
+    "RolloutsParams", "Parameters of the rollouts flow; None keeps the params.yaml value (shown as a form in the UI).",
+    RolloutsConfig, (*EPISODE_FIELDS, "per_task", "seed"))
 
 
-def resolve(params: RolloutsParams) -> tuple[RolloutsConfig, EpisodeSection, DataConfig]:
-    """params.yaml sections with the flow parameters applied; raises ConfigError on bad values."""
-    cfg, episode, data = stage_sections(RolloutsConfig, "rollouts", overrides=params.model_dump())
-    check_rollouts(cfg, episode)
-    return cfg, episode, data
+def resolve(params: RolloutsParams) -> dict:
+    """The run's parameters (data, episode, rollouts); raises ConfigError on bad values."""
+    doc = step_doc(SECTIONS, {"rollouts": params.model_dump()})
+    check_rollouts(RolloutsConfig.model_validate(doc["rollouts"]), EpisodeSection.model_validate(doc["episode"]))
+    return doc
 
 
-@task(name="rollouts", timeout_seconds=12 * 3600)
-def rollouts_step(cfg: RolloutsConfig, episode: EpisodeSection, data: DataConfig) -> dict:
-    """Run the rollouts component in a child process; return its metrics.json."""
-    return run_component("components.stages.rollouts", stage_config("rollouts", cfg, episode, data),
-                         cfg.out_dir / "metrics.json")
+@task(name="rollouts", timeout_seconds=12 * 3600, retries=1, retry_delay_seconds=30)
+def rollouts_step(dvc_yaml: Path) -> bool:
+    """The rollouts stage (resumes after the episodes already written when retried)."""
+    return dvc_repro(dvc_yaml, ROLLOUTS)
 
 
 @task(name="track")
-def track_step(cfg: RolloutsConfig, episode: EpisodeSection, data: DataConfig, metrics: dict) -> str:
-    """Log the run to MLflow: resolved config, metrics, sample dialogues."""
-    return log_stage_run(cfg.experiment, f"rollouts {Path(cfg.model).name} k={cfg.per_task}",
-                         stage_config("rollouts", cfg, episode, data), metrics, cfg.out_dir, cfg.sample_dialogues)
+def track_step(dvc_yaml: Path, ran: bool, doc: dict) -> dict:
+    cfg = doc["rollouts"]
+    return track_stage(dvc_yaml, ROLLOUTS, ran, None, tracking.experiment_id(cfg["experiment"]),
+                       f"rollouts {Path(cfg['model']).name} k={cfg['per_task']}", {})
 
 
 def summary_table(metrics: dict) -> str:
@@ -65,8 +69,11 @@ def summary_table(metrics: dict) -> str:
 @flow(name="sweetflow-rollouts", log_prints=True)
 def rollouts_flow(params: RolloutsParams = RolloutsParams()) -> dict:
     """Sample K scored trajectories per training task (the input of SWEET-RL training)."""
-    cfg, episode, data = resolve(params)
-    metrics = rollouts_step(cfg, episode, data)
-    run_id = track_step(cfg, episode, data, metrics)
-    get_run_logger().info("MLflow run %s\n%s", run_id, summary_table(metrics))
-    return metrics | {"mlflow_run_id": run_id}
+    doc = resolve(params)
+    check_step_folder(Path(doc["rollouts"]["out_dir"]))
+    tracking.configure()
+    dvc_yaml = write_stages(Path(doc["rollouts"]["out_dir"]), [ROLLOUTS], doc)
+    ran = rollouts_step(dvc_yaml)
+    tracked = track_step(dvc_yaml, ran, doc)
+    get_run_logger().info("MLflow run %s\n%s", tracked["run_id"], summary_table(tracked["metrics"]))
+    return tracked["metrics"] | {"mlflow_run_id": tracked["run_id"], "ran": ran}

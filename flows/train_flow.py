@@ -1,121 +1,75 @@
 """Prefect flow: improve an actor from scored rollouts with SWEET-RL or a training baseline.
 
-Wiring only. Each step is a component run in its own process (`python -m components.<stage>
---config JSON`), so model and vLLM memory is returned between steps; files under the
-`train.out_dir` root connect them (components.config.training.TrainLayout):
+Wiring only, and the same path as `sweetflow run`: the resolved parameters go to
+`<train.out_dir>/params.yaml` beside a generated `<train.out_dir>/dvc.yaml` holding the catalogue
+stages of the algorithm, each run as `dvc repro` in its own process (model and vLLM memory is
+returned between steps; unchanged steps are skipped):
 
   sweet: trajectory pairs -> critic -> candidates -> ranking -> turn pairs -> actor (turn DPO)
   mtdpo: trajectory pairs -> actor (DPO on trajectory pairs)
   rft:   actor (SFT on successful trajectories)
 
-MLflow: one parent run per flow run, a nested run per step with that step's resolved sections as
-params, its metrics, and for training steps every optimizer step's metrics (loss, rewards,
-accuracy, margin, lr, tokens/s) as a curve. Runs on Prefect's ephemeral API: no server needed.
+MLflow: one parent run per flow run, a nested run per step from the one tracker (flows/tracking.py):
+the step's sections as params, its metrics, and for training steps every optimizer step's numbers
+(loss, rewards, accuracy, margin, lr, tokens/s) as curves. Runs on Prefect's ephemeral API.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from prefect import flow, get_run_logger, task
-from pydantic import BaseModel, Field
+from typing import Optional
 
+from pydantic import Field
+
+from components.config.training import ActorConfig, Algo, TrainConfig, TrainLayout
+from flows.options import flow_params
+from components.stages.catalogue import STAGES, training_stages
 from components.tracking import store as tracking
-from components.config.sections import DataConfig, EpisodeSection, load_section
-from flows.plan import TRAIN_STAGES
-from components.config.training import (ActorConfig, Algo, CandidatesConfig, CriticConfig, PairsConfig, RankingConfig,
-                                     TrainConfig, TrainLayout)
-from components.training.loop import METRICS_FILE
-from flows.steps import format_table, log_nested_run, run_component
+from flows.steps import check_step_folder, dvc_repro, format_table, step_doc
+from flows.plan import write_stages
+from flows.tracking import track_stage
 
-SECTIONS = {"train": TrainConfig, "pairs": PairsConfig, "critic": CriticConfig, "candidates": CandidatesConfig,
-            "ranking": RankingConfig, "actor": ActorConfig, "episode": EpisodeSection, "data": DataConfig}
+SECTIONS = ("train", "pairs", "critic", "candidates", "ranking", "actor", "episode", "data")
 
 
-class TrainParams(BaseModel):
-    """Parameters of the train flow; None keeps the params.yaml value (shown as a form in the UI)."""
-
-    algo: str | None = Field(None, description="sweet | mtdpo | rft")
-    trajectories: str | None = Field(None, description="rollouts folder holding trajectories.jsonl")
-    model: str | None = Field(None, description="the actor to improve (HF folder)")
-    out_dir: str | None = Field(None, description="root folder of the training steps' files")
+TRAIN_FIELDS = ("trajectories", "model", "out_dir")
+TrainParams = flow_params(
+    "TrainParams", "Parameters of the train flow; None keeps the params.yaml value (shown as a form in the UI).",
+    TrainConfig, TRAIN_FIELDS, algo=(Optional[Algo], Field(None, description=ActorConfig.model_fields["algo"].description)))
 
 
-@dataclass(frozen=True)
-class Step:
-    name: str
-    module: str
-    sections: tuple[str, ...]
-    metrics: str                      # metrics file, relative to the layout root
-    args: tuple[str, ...] = ()
-    curves: str | None = None         # folder holding train_metrics.jsonl, relative to the root
-    artifacts: tuple[str, ...] = ()   # further files to keep in MLflow, relative to the root
+def resolve(params: TrainParams) -> dict:
+    """The run's parameters (every training section); raises ConfigError on bad values."""
+    doc = step_doc(SECTIONS, {"train": params.model_dump(include=set(TRAIN_FIELDS)), "actor": {"algo": params.algo}})
+    return doc
 
 
-PAIRS = Step("trajectory pairs", "components.stages.pairs", ("pairs", "train"), "pairs/pairs_metrics.json", ("trajectory",))
-CRITIC = Step("critic", "components.stages.critic", ("critic", "train", "data"), "critic/metrics.json", curves="critic",
-              artifacts=("critic/advantages.md",))
-CANDIDATES = Step("candidates", "components.stages.candidates", ("candidates", "train", "episode"),
-                  "candidates/candidates_metrics.json")
-RANKING = Step("ranking", "components.stages.ranking", ("ranking", "critic", "train", "data"), "ranking/ranking_metrics.json")
-TURN_PAIRS = Step("turn pairs", "components.stages.pairs", ("pairs", "train"), "ranking/turn_pairs_metrics.json", ("turn",))
-ACTOR = Step("actor", "components.stages.actor", ("actor", "train"), "actor/metrics.json", curves="actor")
-STEPS = {"train_pairs": PAIRS, "critic": CRITIC, "candidates": CANDIDATES, "ranking": RANKING,
-         "turn_pairs": TURN_PAIRS, "actor": ACTOR}   # by dvc.yaml stage name
-PLANS = {algo: tuple(STEPS[stage] for stage in stages) for algo, stages in TRAIN_STAGES.items()}
-
-
-@dataclass
-class Plan:
-    sections: dict[str, BaseModel]
-    steps: tuple[Step, ...] = field(default=())
-
-    def config(self, step: Step) -> dict:
-        return {name: self.sections[name].model_dump(mode="json") for name in step.sections}
-
-    @property
-    def root(self) -> Path:
-        return self.sections["train"].out_dir
-
-
-def resolve(params: TrainParams) -> Plan:
-    """params.yaml sections with the flow parameters applied; raises ConfigError on bad values."""
-    train_over = {"trajectories": params.trajectories, "model": params.model, "out_dir": params.out_dir}
-    sections = {name: load_section(model, name, train_over if name == "train" else
-                                   {"algo": params.algo} if name == "actor" else None)
-                for name, model in SECTIONS.items()}
-    return Plan(sections, PLANS[sections["actor"].algo])
-
-
-def check_inputs(plan: Plan) -> None:
+def check_inputs(doc: dict) -> None:
     """Fail before any heavy work when the rollouts or a model are missing."""
     from components.data.model_prepare import resolve_model
 
-    rollouts = plan.sections["train"].trajectories / "trajectories.jsonl"
+    rollouts = Path(doc["train"]["trajectories"]) / "trajectories.jsonl"
     if not rollouts.exists():
         raise FileNotFoundError(f"{rollouts} not found: run `sweetflow rollouts --out "
-                                f"{plan.sections['train'].trajectories}` first")
-    resolve_model(plan.sections["train"].model)
-    if CRITIC in plan.steps:
-        resolve_model(plan.sections["critic"].model)
+                                f"{doc['train']['trajectories']}` first")
+    resolve_model(doc["train"]["model"])
+    if "critic" in training_stages(doc["actor"]["algo"]):
+        resolve_model(doc["critic"]["model"])
 
 
-@task(name="train-step", timeout_seconds=12 * 3600, task_run_name="{step.name}")
-def run_step(step: Step, config: dict, root: Path) -> dict:
-    """One component in a child process; its metrics.json."""
-    return run_component(step.module, config, root / step.metrics, args=step.args)
+@task(name="train-step", timeout_seconds=12 * 3600, task_run_name="{stage}")
+def run_step(dvc_yaml: Path, stage: str) -> bool:
+    return dvc_repro(dvc_yaml, stage)
 
 
-@task(name="track-step", task_run_name="track {step.name}")
-def track_step(step: Step, config: dict, metrics: dict, root: Path, parent: str, experiment_id: str) -> str:
-    """A nested MLflow run under `parent`: the step's sections, its metrics and its training curves."""
-    return log_nested_run(experiment_id, parent, step.name, config, metrics, tracking.provenance_tags(),
-                          files=[root / name for name in (step.metrics, *step.artifacts)],
-                          curves=root / step.curves / METRICS_FILE if step.curves else None)
+@task(name="track-step", task_run_name="track {stage}")
+def track_step(dvc_yaml: Path, stage: str, ran: bool, parent: str, experiment_id: str) -> dict:
+    return track_stage(dvc_yaml, stage, ran, parent, experiment_id, STAGES[stage].label, {})
 
 
-def summary_table(plan: Plan, results: dict[str, dict]) -> str:
-    rows = [("algorithm", plan.sections["actor"].algo.value), ("new actor", str(TrainLayout(plan.root).actor_dir / "model"))]
+def summary_table(algo: str, root: Path, results: dict[str, dict]) -> str:
+    rows = [("algorithm", algo), ("new actor", str(TrainLayout(root).actor_dir / "model"))]
     for name, metrics in results.items():
         if "final_loss" in metrics:
             rows.append((name, f"loss {metrics['first_loss']:.4f} -> {metrics['final_loss']:.4f} over "
@@ -131,20 +85,22 @@ def train_flow(params: TrainParams = TrainParams()) -> dict:
     """Improve an actor from scored rollouts: SWEET-RL (sweet), multi-turn DPO (mtdpo) or RFT (rft)."""
     import mlflow
 
-    plan = resolve(params)
-    check_inputs(plan)
+    doc = resolve(params)
+    check_step_folder(Path(doc["train"]["out_dir"]))
+    check_inputs(doc)
+    algo, root = doc["actor"]["algo"], Path(doc["train"]["out_dir"])
+    stages = training_stages(algo)
     tracking.configure()
     results: dict[str, dict] = {}
-    experiment = tracking.experiment_id(plan.sections["train"].experiment)
-    with mlflow.start_run(experiment_id=experiment, run_name=f"train {plan.sections['actor'].algo.value}",
+    experiment = tracking.experiment_id(doc["train"]["experiment"])
+    dvc_yaml = write_stages(root, stages, doc, algo)
+    with mlflow.start_run(experiment_id=experiment, run_name=f"train {algo}",
                           tags=tracking.provenance_tags()) as run:
-        mlflow.log_params(tracking.flatten({"train": plan.sections["train"].model_dump(mode="json"),
-                                            "algo": plan.sections["actor"].algo.value}))
-        for step in plan.steps:
-            metrics = run_step(step, plan.config(step), plan.root)
-            track_step(step, plan.config(step), metrics, plan.root, run.info.run_id, experiment)
-            results[step.name] = metrics
-        table = summary_table(plan, results)
+        mlflow.log_params(tracking.flatten({"train": doc["train"], "algo": algo}))
+        for stage in stages:
+            ran = run_step(dvc_yaml, stage)
+            results[STAGES[stage].label] = track_step(dvc_yaml, stage, ran, run.info.run_id, experiment)["metrics"]
+        table = summary_table(algo, root, results)
         get_run_logger().info("MLflow run %s\n%s", run.info.run_id, table)
-        return {"steps": results, "actor_model": str(TrainLayout(plan.root).actor_dir / "model"),
+        return {"steps": results, "actor_model": str(TrainLayout(root).actor_dir / "model"),
                 "mlflow_run_id": run.info.run_id, "summary": table}

@@ -14,6 +14,9 @@ import importlib.util
 import os
 from pathlib import Path
 
+import subprocess
+import sys
+
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -64,3 +67,10 @@ def tiny_model_dir(prepared_model_dir: Path, tmp_path_factory) -> Path:
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return out
+
+
+def git_dvc_init(path: Path) -> Path:
+    """`path` as a git + DVC project: every sweetflow command runs its stages through DVC there."""
+    for cmd in (["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"]):
+        subprocess.run(cmd, cwd=path, check=True)
+    return path

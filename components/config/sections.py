@@ -75,10 +75,10 @@ class EpisodeStageConfig(_Section):
     and which tasks they play. Eval and rollouts extend it (their `split` defaults differ)."""
 
     model: str = Field("models/smollm2-135m-instruct", description="agent: HF folder or hub id")
-    engine: str = Field("auto", pattern="^(auto|vllm|hf|openai)$", description="agent engine")
-    simulator: SimulatorKind = Field(SimulatorKind.retrieval, description="simulated human")
-    simulator_model: str | None = Field(None, description="llm simulator model/URL; None = agent engine")
-    simulator_engine: str | None = Field(None, pattern="^(auto|vllm|hf|openai)$", description="simulator engine")
+    engine: str = Field("auto", pattern="^(auto|vllm|hf|openai)$", description="agent engine: auto (vllm when importable, else hf) | vllm | hf | openai")
+    simulator: SimulatorKind = Field(SimulatorKind.retrieval, description="simulated human: llm | retrieval")
+    simulator_model: str | None = Field(None, description="llm simulator: model folder or OpenAI-compatible URL; None = the agent's engine")
+    simulator_engine: str | None = Field(None, pattern="^(auto|vllm|hf|openai)$", description="engine of the simulator model; None = the agent's")
     split: Split = Field(Split.eval, description="task split played")
     limit: int | None = Field(8, ge=1, description="number of tasks (the split's first ones); None = whole split")
 
@@ -151,20 +151,3 @@ def load_section(model: type[C], section: str, overrides: dict[str, Any] | None 
 def error_lines(section: str, exc: ValidationError) -> list[str]:
     """One `  section.field: message` line per problem."""
     return [f"  {section}.{'.'.join(map(str, e['loc'])) or '<section>'}: {e['msg']}" for e in exc.errors()]
-
-
-def stage_sections(model: type[C], section: str, raw: dict[str, Any] | None = None,
-                   overrides: dict[str, Any] | None = None) -> tuple[C, EpisodeSection, DataConfig]:
-    """A stage's own section with the `episode` and `data` sections it plays under.
-
-    From `raw` ({section: ..., "episode": ..., "data": ...}, what a flow passes to a step) when
-    given, else from params.yaml with the non-None `overrides` applied to the stage's section.
-    """
-    if raw is not None:
-        try:
-            return (model.model_validate(raw[section]), EpisodeSection.model_validate(raw["episode"]),
-                    DataConfig.model_validate(raw["data"]))
-        except (KeyError, ValidationError) as exc:
-            raise ConfigError(f"invalid --config for [{section}]: {exc}") from None
-    return (load_section(model, section, overrides), load_section(EpisodeSection, "episode"),
-            load_section(DataConfig, "data"))

@@ -8,8 +8,8 @@ which algorithms use it. Everything else reads this table: the root dvc.yaml is 
 dvc.yaml files, the flows' step order, the MLflow trackers and each stage module's command line.
 
 A stage's code dependencies are not typed here: `code_deps` computes them as every project file
-its module imports, transitively (including imports inside functions and `python -m` module names
-handed to subprocesses), so editing any of them re-runs the stage.
+its module imports, transitively (including imports inside functions, and the scripts a module
+starts by file name, such as the scoring fork-server), so editing any of them re-runs the stage.
 """
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ class Kind(str, Enum):
     episodes = "episodes"  # plays episodes for training data (retried once: it resumes)
     train = "train"        # a SWEET-RL / baseline training step
     cory = "cory"          # CORY/PPO on GSM8K: iterates itself, logs per-iteration eval runs
+    model = "model"        # prepares the embedded default model (the root dvc.yaml only)
 
 
 @dataclass(frozen=True)
@@ -46,9 +47,10 @@ class Stage:
     label: str                      # what the console and MLflow call it
     module: str
     sections: tuple[str, ...]       # params.yaml sections it reads
-    inputs: tuple[str, ...]         # data and model files it reads
+    inputs: tuple[str, ...]         # data files (and other stages' outputs) it reads
+    models: tuple[str, ...]         # models it loads: a dep when a local folder (a hub id is not a file)
     outs: tuple[Out, ...]
-    metrics: str                    # its metrics.json
+    metrics: str | None             # its metrics.json
     kind: Kind
     algos: frozenset[str]
     args: tuple[str, ...] = ()
@@ -57,6 +59,12 @@ class Stage:
     artifacts: tuple[str, ...] = () # further files kept in MLflow
     dialogues: str | None = None    # trajectories rendered as sample dialogues
     sample_key: str | None = None   # `section.key` giving how many dialogues to render
+
+    def outs_for(self, algo: str | None) -> tuple[Out, ...]:
+        """The outs under `algo` (SFT, rft's actor loss, has no reference pass to cache)."""
+        if self.name == "actor" and algo == "rft":
+            return tuple(o for o in self.outs if not o.path.endswith("reference_logprobs.jsonl"))
+        return self.outs
 
     def inputs_for(self, algo: str | None) -> tuple[str, ...]:
         """The inputs under `algo` (the actor trains on another file per algorithm)."""
@@ -67,7 +75,6 @@ class Stage:
 
 COLBENCH = frozenset({"sweet", "mtdpo", "rft"})
 TASKS = "${data.backend_tasks}"
-MODEL = "${model.out_dir}"
 ROLLOUTS = "${train.trajectories}/trajectories.jsonl"
 ACTOR_INPUT = {"sweet": str(TRAIN.ranking_dir / "turn_pairs.jsonl"), "mtdpo": str(TRAIN.pairs), "rft": ROLLOUTS}
 
@@ -84,42 +91,44 @@ def _training_outs(folder: Path) -> tuple[Out, ...]:
 
 
 STAGES: dict[str, Stage] = {s.name: s for s in (
+    Stage("prepare_model", "default model", "components.data.model_prepare", (), (), (), (Out("${model.out_dir}"),),
+          None, Kind.model, frozenset(), args=("--out", "${model.out_dir}")),
     Stage("eval_zero_shot", "evaluation", "components.stages.evaluate", ("data", "episode", "eval"),
-          (TASKS, MODEL), _episode_outs("${eval.out_dir}", True), "${eval.out_dir}/metrics.json", Kind.eval,
+          (TASKS,), ("${eval.model}",), _episode_outs("${eval.out_dir}", True), "${eval.out_dir}/metrics.json", Kind.eval,
           COLBENCH, artifacts=("${eval.out_dir}/scores.jsonl",), dialogues="${eval.out_dir}/trajectories.jsonl",
           sample_key="eval.sample_dialogues"),
-    Stage("rollouts", "rollouts", "components.stages.rollouts", ("data", "episode", "rollouts"), (TASKS, MODEL),
+    Stage("rollouts", "rollouts", "components.stages.rollouts", ("data", "episode", "rollouts"), (TASKS,), ("${rollouts.model}",),
           _episode_outs("${rollouts.out_dir}", False), "${rollouts.out_dir}/metrics.json", Kind.episodes, COLBENCH,
           optional_inputs=("rollouts.offline",), dialogues="${rollouts.out_dir}/trajectories.jsonl",
           sample_key="rollouts.sample_dialogues"),
-    Stage("train_pairs", "trajectory pairs", "components.stages.pairs", ("pairs", "train"), (ROLLOUTS,),
+    Stage("train_pairs", "trajectory pairs", "components.stages.pairs", ("pairs", "train"), (ROLLOUTS,), (),
           (Out(str(TRAIN.pairs)),), str(TRAIN.pairs.parent / "pairs_metrics.json"), Kind.train,
           frozenset({"sweet", "mtdpo"}), args=("trajectory",)),
     Stage("critic", "critic", "components.stages.critic", ("critic", "train", "data"),
-          (ROLLOUTS, str(TRAIN.pairs), TASKS, MODEL), _training_outs(TRAIN.critic_dir),
+          (ROLLOUTS, str(TRAIN.pairs), TASKS), ("${critic.model}",), _training_outs(TRAIN.critic_dir),
           str(TRAIN.critic_dir / "metrics.json"), Kind.train, frozenset({"sweet"}),
           curves=str(TRAIN.critic_dir / "train_metrics.jsonl"), artifacts=(str(TRAIN.critic_dir / "advantages.md"),)),
     Stage("candidates", "candidates", "components.stages.candidates", ("candidates", "train", "episode"),
-          (ROLLOUTS, MODEL), (Out(str(TRAIN.candidates), persist=True),),  # sampled states survive a crash
+          (ROLLOUTS,), ("${train.model}",), (Out(str(TRAIN.candidates), persist=True),),  # sampled states survive a crash
           str(TRAIN.candidates.parent / "candidates_metrics.json"), Kind.train, frozenset({"sweet"})),
     Stage("ranking", "ranking", "components.stages.ranking", ("ranking", "critic", "train", "data"),
-          (str(TRAIN.candidates), str(TRAIN.critic_dir / "model"), TASKS),
+          (str(TRAIN.candidates), TASKS), (str(TRAIN.critic_dir / "model"), "${critic.model}", "${train.model}"),
           (Out(str(TRAIN.ranking_dir / "ranked.jsonl")), Out(str(TRAIN.ranking_dir / "baseline_means.jsonl"),
                                                               persist=True)),
           str(TRAIN.ranking_dir / "ranking_metrics.json"), Kind.train, frozenset({"sweet"})),
     Stage("turn_pairs", "turn pairs", "components.stages.pairs", ("pairs", "train"),
-          (str(TRAIN.ranking_dir / "ranked.jsonl"),), (Out(ACTOR_INPUT["sweet"]),),
+          (str(TRAIN.ranking_dir / "ranked.jsonl"),), (), (Out(ACTOR_INPUT["sweet"]),),
           str(TRAIN.ranking_dir / "turn_pairs_metrics.json"), Kind.train, frozenset({"sweet"}), args=("turn",)),
-    Stage("actor", "actor", "components.stages.actor", ("actor", "train"), (ACTOR_INPUT["sweet"], MODEL),
+    Stage("actor", "actor", "components.stages.actor", ("actor", "train"), (ACTOR_INPUT["sweet"],), ("${train.model}",),
           _training_outs(TRAIN.actor_dir), str(TRAIN.actor_dir / "metrics.json"), Kind.train, COLBENCH,
           curves=str(TRAIN.actor_dir / "train_metrics.jsonl")),
     Stage("eval_actor", "evaluation", "components.stages.evaluate", ("data", "episode", "eval"),
-          (TASKS, str(TRAIN.actor_dir / "model")), _episode_outs(str(TRAIN.root / "eval"), True),
+          (TASKS,), (str(TRAIN.actor_dir / "model"),), _episode_outs(str(TRAIN.root / "eval"), True),
           str(TRAIN.root / "eval" / "metrics.json"), Kind.eval, COLBENCH,
           args=("--model", str(TRAIN.actor_dir / "model"), "--out", str(TRAIN.root / "eval")),
           artifacts=(str(TRAIN.root / "eval" / "scores.jsonl"),), dialogues=str(TRAIN.root / "eval" / "trajectories.jsonl"),
           sample_key="eval.sample_dialogues"),
-    Stage("cory", "CORY/PPO", "components.stages.cory", ("cory",), ("${cory.train_file}", "${cory.test_file}", MODEL),
+    Stage("cory", "CORY/PPO", "components.stages.cory", ("cory",), ("${cory.train_file}", "${cory.test_file}"), ("${cory.model}",),
           (Out("${cory.out_dir}/adapters"), Out("${cory.out_dir}/checkpoint", persist=True),
            Out("${cory.out_dir}/eval_initial.json", persist=True),
            Out("${cory.out_dir}/iterations.jsonl", persist=True, cache=False),  # one row per finished iteration
@@ -150,18 +159,25 @@ def _module_file(name: str) -> Path | None:
     return None
 
 
-def _imported(path: Path) -> set[str]:
-    """Dotted names a file imports (anywhere in it), and module names it passes around as strings."""
+def _imported(path: Path) -> set[Path]:
+    """The project files a file imports (anywhere in it, with the packages on the way; a script's
+    `import sibling`) and the sibling files it names (`Path(__file__).with_name("server.py")`)."""
     names: set[str] = set()
+    files: set[Path] = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
+            files.update(f for f in (path.with_name(f"{a.name}.py") for a in node.names) if f.exists())
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names.add(node.module)
             names.update(f"{node.module}.{alias.name}" for alias in node.names)  # `from pkg import module`
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith(PACKAGE + "."):
-            names.add(node.value)
-    return names
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.endswith(".py"):
+            sibling = path.with_name(node.value)
+            files.update([sibling] if "/" not in node.value and sibling.exists() else [])
+    for name in names:
+        parts = name.split(".")
+        files.update(f for f in (_module_file(".".join(parts[:i])) for i in range(1, len(parts) + 1)) if f)
+    return files
 
 
 @lru_cache(maxsize=None)
@@ -175,13 +191,14 @@ def code_deps(module: str) -> tuple[str, ...]:
     todo = [start]
     while todo:
         path = todo.pop()
-        if path in seen:
-            continue
-        seen.add(path)
-        for name in _imported(path):
-            parts = name.split(".")
-            for i in range(1, len(parts) + 1):  # the packages on the way and the module itself
-                found = _module_file(".".join(parts[:i]))
-                if found is not None and found not in seen:
-                    todo.append(found)
+        if path not in seen:
+            seen.add(path)
+            todo.extend(_imported(path) - seen)
     return tuple(sorted(str(p.relative_to(CODE_ROOT)) for p in seen))
+
+
+def uncovered(module: str, deps: list[str]) -> list[str]:
+    """The project files `module` imports that `deps` (files or folders) do not cover."""
+    def covered(path: str) -> bool:
+        return any(path == d or path.startswith(d.rstrip("/") + "/") for d in deps)
+    return [path for path in code_deps(module) if not covered(path)]

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Callable, TypeVar
 
-from components.config.sections import DataConfig, EpisodeSection, EpisodeStageConfig, EvalConfig, stage_sections
+from components.config.sections import DataConfig, EpisodeSection, EpisodeStageConfig, EvalConfig
 from components.episodes.metrics import per_seed, summarize
 from components.episodes.play import run_and_score, write_outputs
 from components.stages.cli import stage_cli

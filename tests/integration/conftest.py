@@ -2,7 +2,7 @@
 project folder of its own per test (the working directory, with its own MLflow store)."""
 import pytest
 
-from tests.conftest import DEFAULT_MODEL_DIR, TASKS_FILE
+from tests.conftest import DEFAULT_MODEL_DIR, TASKS_FILE, git_dvc_init
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -23,7 +23,8 @@ def project_dir(tmp_path, monkeypatch):
 
 @pytest.fixture
 def workdir(project_dir):
-    """project_dir for tests on the prepared default model and the ColBench tasks (skipped without them)."""
+    """project_dir as a git + DVC project, for tests on the prepared default model and the ColBench
+    tasks (skipped without them)."""
     if not DEFAULT_MODEL_DIR.exists() or not TASKS_FILE.exists():
         pytest.skip("run `make model data` first")
-    return project_dir
+    return git_dvc_init(project_dir)

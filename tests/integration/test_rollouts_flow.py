@@ -57,7 +57,7 @@ def test_rollouts_flow_k_scored_trajectories_per_train_task(workdir):
     artifacts = {a.path for a in mlflow.MlflowClient().list_artifacts(run.info.run_id)}
     assert {"dialogues.md", "metrics.json"} <= artifacts
 
-    again = rollouts_flow(RolloutsParams())
-    assert again["episodes_run"] == 0 and again["n_trajectories"] == 4
+    again = rollouts_flow(RolloutsParams())  # unchanged: DVC skips the stage, nothing is re-sampled
+    assert not again["ran"] and again["n_trajectories"] == 4
     rerun = list(read_jsonl(out / "trajectories.jsonl", Trajectory))
     assert [(t.seed, t.turns) for t in rerun] == [(t.seed, t.turns) for t in trajs]

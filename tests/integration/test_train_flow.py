@@ -15,6 +15,7 @@ import yaml
 
 from components.data.records import TurnCandidates, TurnPair, read_jsonl, write_jsonl
 from tests import synthetic_dialogues as world
+from tests.conftest import git_dvc_init
 
 pytestmark = pytest.mark.integration
 OPTIM = {"lr": 1e-3, "epochs": 1, "max_steps": 3, "batch_size": 4, "micro_batch_size": 2, "checkpoint_every": 2}
@@ -40,7 +41,7 @@ def workdir(project_dir, tiny_model_dir):
         "actor": {"algo": "sweet", "optim": OPTIM, "ref_batch_size": 4},
     }
     (project_dir / "params.yaml").write_text(yaml.safe_dump(params))
-    return project_dir
+    return git_dvc_init(project_dir)
 
 
 def nested_runs(parent_id: str) -> dict[str, object]:

@@ -20,7 +20,7 @@ def root_logging_restored():
     logging.root.handlers[:] = handlers
 
 
-@pytest.mark.parametrize("args", [[], ["data"], ["model"], ["data", "pull"], ["model", "prepare"], ["eval"],
+@pytest.mark.parametrize("args", [[], ["data"], ["model"], ["data", "pull"], ["model", "prepare"], ["eval"], ["params"], ["run"],
                                   ["score"]])
 def test_every_command_has_help(args):
     result = runner.invoke(app, [*args, "--help"])
@@ -100,3 +100,23 @@ def test_sigterm_unwinds_like_ctrl_c_so_children_and_servers_are_stopped():
 def test_eval_register_needs_a_local_model_folder():
     result = runner.invoke(app, ["eval", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--register"])
     assert result.exit_code == 2 and "--register needs a local model folder" in result.output
+
+
+def test_params_prints_what_run_would_use_and_fails_like_run():
+    import yaml
+
+    from flows.plan import plan_run
+
+    result = runner.invoke(app, ["params", "--profile", "smoke", "-S", "critic.optim.lr=3e-6"])
+    assert result.exit_code == 0
+    doc = yaml.safe_load(result.output)
+    expected = plan_run("sweet", "smoke", ["critic.optim.lr=3e-6"])
+    assert doc == expected.doc and doc["critic"]["optim"]["lr"] == 3e-6 and "cory" not in doc
+    assert str(expected.run_dir) in result.output.splitlines()[0]
+    cory = yaml.safe_load(runner.invoke(app, ["params", "--algo", "cory", "--iterations", "3"]).output)
+    assert sorted(cory) == ["cory", "model"] and cory["cory"]["iterations"] == 3
+    for bad, message in ((["-S", "cory.lr=1"], "do not apply to algo sweet"), (["--algo", "nope"], "nope"),
+                         (["-S", "critic.optim.lr=-1"], "critic.optim.lr")):
+        printed, ran = runner.invoke(app, ["params", *bad]), runner.invoke(app, ["run", *bad])
+        assert printed.exit_code == ran.exit_code == 2 and message in printed.output
+        assert message in ran.output

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from components.stages.catalogue import STAGES, training_stages
 from flows import plan as pp
 from components.config.sections import ConfigError
 
@@ -43,7 +44,7 @@ def test_iteration_k_starts_from_the_last_actor_with_its_own_folders_and_seeds(p
 def test_generated_dvc_yaml_fills_paths_runs_from_the_root_and_tracks_the_iteration_params(plan, tmp_path):
     path = pp.write_iteration(plan, 1, plan.doc["train"]["model"])
     stages = yaml.safe_load(path.read_text())["stages"]
-    assert list(stages) == ["rollouts", *pp.TRAIN_STAGES[plan.algo], "eval_actor"]
+    assert list(stages) == ["rollouts", *training_stages(plan.algo.value), "eval_actor"]
     it = plan.run_dir / "iter-1"
     critic = stages["critic"]
     assert critic["wdir"] == "../../../.."
@@ -81,14 +82,13 @@ def test_offline_rollouts_feed_the_first_iteration_only(tmp_path, monkeypatch):
     assert pp.iteration_doc(plan, 2, "m")["rollouts"]["offline"] is None
 
 
-def test_a_dvc_yaml_variable_the_parameters_lack_is_a_clear_error(plan, tmp_path):
-    root = tmp_path / "dvc.yaml"
-    root.write_text(yaml.safe_dump({"stages": {"eval_zero_shot": {"cmd": "x ${eval.nope}", "deps": []}}}))
+def test_a_catalogue_variable_the_parameters_lack_is_a_clear_error(plan, monkeypatch):
+    import dataclasses
+
+    broken = dataclasses.replace(STAGES["eval_zero_shot"], args=("--x", "${eval.nope}"))
+    monkeypatch.setitem(STAGES, "eval_zero_shot", broken)
     with pytest.raises(ConfigError, match=r"\$\{eval.nope\}"):
-        pp.write_iteration(plan, 0, "m", root_dvc=root)
-    root.write_text(yaml.safe_dump({"stages": {}}))
-    with pytest.raises(ConfigError, match="lacks the stages eval_zero_shot"):
-        pp.write_iteration(plan, 0, "m", root_dvc=Path(root))
+        pp.write_iteration(plan, 0, "m")
 
 
 @pytest.fixture

@@ -2,15 +2,17 @@
 metrics, config validation and the command line (no model: a fake driver and a fake scorer)."""
 import json
 import time
+from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from components.episodes import play as evaluate
 from components.stages import rollouts
 from flows.cli import app
 from components.config.sections import (ConfigError, DataConfig, EpisodeSection, RolloutsConfig, check_rollouts,
-                               load_section, stage_sections)
+                               load_section)
 from components.data.records import Trajectory, Turn, read_jsonl
 from components.episodes.driver import DriverStats
 from tests.factories import make_task, make_trajectory
@@ -142,12 +144,19 @@ def test_repo_params_and_defaults():
     assert RolloutsConfig().per_task == 3 and RolloutsConfig().out_dir.as_posix() == "runs/rollouts"
 
 
-def test_stage_sections_from_a_flow_json():
-    raw = {"rollouts": {"per_task": 2}, "episode": {"max_turns": 2}, "data": {}}
-    cfg, episode, _ = stage_sections(RolloutsConfig, "rollouts", raw)
-    assert cfg.per_task == 2 and episode.max_turns == 2
-    with pytest.raises(ConfigError, match="rollouts"):
-        stage_sections(RolloutsConfig, "rollouts", {"rollouts": {"per_task": 0}, "episode": {}, "data": {}})
+def test_the_stage_reads_its_sections_from_the_params_file_it_is_given(tmp_path, monkeypatch):
+    from components.stages.cli import stage_cli
+
+    params = tmp_path / "p.yaml"
+    params.write_text(yaml.safe_dump({"rollouts": {"per_task": 2}, "episode": {"max_turns": 2}}))
+    monkeypatch.setenv("SWEETFLOW_PARAMS", str(params))
+    monkeypatch.setattr("sys.argv", ["rollouts"])
+    sections, _ = stage_cli("components.stages.rollouts")
+    assert sections["rollouts"].per_task == 2 and sections["episode"].max_turns == 2 and set(sections) == {
+        "data", "episode", "rollouts"}
+    params.write_text(yaml.safe_dump({"rollouts": {"per_task": 0}}))
+    with pytest.raises(SystemExit, match="rollouts.per_task"):
+        stage_cli("components.stages.rollouts")
 
 
 def test_cli_rollouts_help_and_errors_before_any_work():
@@ -170,8 +179,13 @@ def test_cli_rollouts_reports_a_missing_tasks_file(tmp_path, monkeypatch):
     assert result.exit_code == 2 and "nowhere/tasks.jsonl not found" in result.output
 
 
-def test_run_component_reports_a_failed_step(tmp_path):
-    from flows.steps import run_component
+def test_a_failed_stage_names_itself_and_its_log(tmp_path, monkeypatch):
+    from flows.steps import dvc_repro
+    from tests.conftest import git_dvc_init
 
-    with pytest.raises(RuntimeError, match="components.no_such_stage failed"):
-        run_component("components.no_such_stage", {}, tmp_path / "metrics.json")
+    monkeypatch.chdir(git_dvc_init(tmp_path))
+    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"broken": {
+        "cmd": "python -c \"import sys; print('chatter'); sys.exit('boom')\"", "outs": ["never.txt"]}}}))
+    with pytest.raises(RuntimeError, match=r"stage dvc.yaml:broken failed .*logs/broken.log"):
+        dvc_repro(Path("dvc.yaml"), "broken")
+    assert "boom" in (tmp_path / "logs" / "broken.log").read_text()

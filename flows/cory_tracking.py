@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from components.cory.state import INITIAL_EVAL, ITERATIONS, SAMPLES, read_rows
-from flows.steps import log_nested_run
+from flows.tracking import log_nested_run
 
 
 def eval_metrics(values: dict[str, float], n: int) -> dict[str, float]:
@@ -59,14 +59,15 @@ def render_samples(path: Path) -> str:
     return "\n".join(parts)
 
 
-def track_cory(doc: dict[str, Any], metrics: dict[str, float], metrics_path: Path, k: int, parent: str,
+def track_cory(doc: dict[str, Any], metrics: dict[str, float], files: list[Path], run_name: str, parent: str,
                experiment: str, tags: dict[str, str]) -> str:
     """The stage run and its eval runs (see the module docstring); returns the stage run's id."""
+    metrics_path = files[0]
     out_dir = metrics_path.parent
     samples = out_dir / "samples.md"
     samples.write_text(render_samples(out_dir / SAMPLES))
-    run_id = log_nested_run(experiment, parent, f"iter {k} cory", {"cory": doc["cory"]}, metrics, tags,
-                            files=[metrics_path, out_dir / INITIAL_EVAL, out_dir / SAMPLES, samples],
+    run_id = log_nested_run(experiment, parent, run_name, {"cory": doc["cory"]}, metrics, tags,
+                            files=[*files, *(f for f in (out_dir / INITIAL_EVAL, out_dir / SAMPLES, samples) if f.exists())],
                             curves=out_dir / ITERATIONS, curve_step="iteration", curve_prefix="")
     for iteration, agent, values in eval_points(out_dir, doc["cory"]["eval_questions"]):
         eval_tags = tags | {"sweetflow.kind": "eval", "sweetflow.iteration": str(iteration), "sweetflow.agent": agent}

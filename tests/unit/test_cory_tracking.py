@@ -1,7 +1,7 @@
-"""What the pipeline reads back from a CORY stage's files (flows/cory_steps.py)."""
+"""What the pipeline reads back from a CORY stage's files (flows/cory_tracking.py)."""
 import json
 
-from flows.cory_steps import eval_points, render_samples
+from flows.cory_tracking import eval_points, render_samples
 
 
 def _write(out, rows, initial=None):

@@ -1,0 +1,54 @@
+"""What a pipeline run needs before its stages: the data (pulled through DVC) and the base model
+(the embedded default is prepared when missing), and whether an iteration's data hold a learning
+signal. Wiring only."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from components.data.pull import dvc_pull
+from components.data.model_prepare import is_complete, resolve_model
+from flows.plan import ROLLOUTS, PipelineAlgo, RunPlan
+
+DEFAULT_MODEL = Path("models/smollm2-135m-instruct")
+
+
+def data_files(plan: RunPlan) -> list[Path]:
+    """The data files the run reads: the ColBench tasks, or GSM8K's train and test questions."""
+    if plan.gsm8k:
+        return [Path(plan.doc["cory"]["train_file"]), Path(plan.doc["cory"]["test_file"])]
+    return [Path(plan.doc["data"]["backend_tasks"])]
+
+
+def pull_data(plan: RunPlan) -> list[str]:
+    """`dvc pull` each data file DVC tracks (a `.dvc` pointer beside it); any other must exist."""
+    files = data_files(plan)
+    tracked = [f"{f}.dvc" for f in files if Path(f"{f}.dvc").exists()]
+    if tracked and (plan.gsm8k or plan.doc["data"]["source"] == "dvc"):
+        dvc_pull(targets=tracked)
+    missing = [str(f) for f in files if not f.exists()]
+    if missing:
+        raise FileNotFoundError(f"data file(s) {', '.join(missing)} not found (and no .dvc pointer to pull them)")
+    return [str(f) for f in files]
+
+
+def prepare_model(plan: RunPlan) -> str:
+    """The base model: the embedded default is prepared when missing; any other must resolve."""
+    base = plan.doc["cory" if plan.gsm8k else "train"]["model"]
+    if Path(base) == DEFAULT_MODEL and not is_complete(DEFAULT_MODEL):
+        subprocess.run([sys.executable, "-m", "components.data.model_prepare", "--out", base], check=True)
+    for model in {base, *([] if plan.gsm8k else [plan.doc["critic"]["model"]])}:
+        resolve_model(model)
+    return base
+
+
+def no_signal(algo: PipelineAlgo, stage: str, metrics: dict[str, Any]) -> str | None:
+    """Why this iteration cannot train (None when it can): no trajectory pair, or for rft no success."""
+    if stage == "train_pairs" and metrics.get("pairs", 0) == 0:
+        return f"0 trajectory pairs from {metrics.get('trajectories', 0)} trajectories: no task has a " \
+               "trajectory scoring above another (see pairs.min_chosen_score)"
+    if algo == PipelineAlgo.rft and stage == ROLLOUTS and metrics.get("success_rate", 0) == 0:
+        return f"no successful trajectory among {metrics.get('n_trajectories', 0)}"
+    return None

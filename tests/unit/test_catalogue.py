@@ -1,0 +1,56 @@
+"""The stage catalogue is the one declaration of each stage: the root dvc.yaml is generated from it,
+every stage's code deps cover what its module imports, and components/ stays free of orchestration."""
+from __future__ import annotations
+
+import ast
+import yaml
+
+from components.stages.catalogue import CODE_ROOT, STAGES, code_deps, training_stages, uncovered
+from flows.plan import dvc_stage, root_dvc_yaml
+
+
+def root_stages() -> dict:
+    return yaml.safe_load((CODE_ROOT / "dvc.yaml").read_text())["stages"]
+
+
+def test_the_root_dvc_yaml_is_the_generated_one():
+    assert (CODE_ROOT / "dvc.yaml").read_text() == root_dvc_yaml(), \
+        "dvc.yaml differs from the stage catalogue: regenerate it with `python -m flows.plan`"
+    assert list(root_stages()) == list(STAGES)
+
+
+def test_every_stage_declares_every_project_file_its_module_imports():
+    for name, spec in root_stages().items():
+        assert uncovered(STAGES[name].module, spec["deps"]) == [], name
+
+
+def test_a_planted_omission_in_a_stage_deps_is_caught():
+    deps = [d for d in root_stages()["actor"]["deps"] if d != "components/lm/logprobs.py"]
+    assert uncovered("components.stages.actor", deps) == ["components/lm/logprobs.py"]
+    folder_deps = [d for d in deps if not d.startswith("components/lm/")] + ["components/lm"]
+    assert uncovered("components.stages.actor", folder_deps) == []  # a folder covers its files
+
+
+def test_code_deps_follow_imports_transitively_and_scripts_started_by_file_name():
+    actor = code_deps("components.stages.actor")
+    assert "components/lm/logprobs.py" in actor        # imported by lm/forward.py, not by the actor itself
+    assert "components/training/loop.py" in actor and "components/scoring/sandbox.py" not in actor
+    evaluate = code_deps("components.stages.evaluate")
+    assert {"components/scoring/server.py", "components/scoring/jail.py"} <= set(evaluate)  # the fork-server
+
+
+def test_each_algorithm_runs_its_training_stages_in_order():
+    assert training_stages("sweet") == ("train_pairs", "critic", "candidates", "ranking", "turn_pairs", "actor")
+    assert training_stages("mtdpo") == ("train_pairs", "actor") and training_stages("rft") == ("actor",)
+    assert "${train.out_dir}/pairs/pairs.jsonl" in dvc_stage(STAGES["actor"], "mtdpo")["deps"]
+
+
+def test_components_never_import_flows_or_prefect():
+    offenders = []
+    for path in sorted((CODE_ROOT / "components").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            offenders += [f"{path.relative_to(CODE_ROOT)}: {n}" for n in names
+                          if n.split(".")[0] in ("flows", "prefect", "prefect_ray")]
+    assert offenders == []
