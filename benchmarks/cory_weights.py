@@ -15,6 +15,7 @@ answers (bf16 numerics may flip late near-ties) and `agent_differs_from_base` th
 perturbed adapter changed (else the comparison would prove nothing). Writes benchmarks/results/cory_weights.json.
 Usage: python benchmarks/cory_weights.py [--model DIR] [--prompts 8] [--max-tokens 64]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,8 +29,8 @@ import torch
 
 
 def perturbed_pool(model: str, seed: int):
-    from components.cory.agents import AgentPool
     from components.config.cory import CoryConfig
+    from components.cory.agents import AgentPool
 
     pool = AgentPool(CoryConfig(model=model, engine="vllm"), ["agent0"])
     generator = torch.Generator().manual_seed(seed)
@@ -44,8 +45,9 @@ def prompts_of(pool, n: int) -> list[list[int]]:
     from components.cory.gsm8k import load_gsm8k, query_prompt
     from components.cory.rollout import encode_prompt
 
-    return [encode_prompt(pool.tokenizer, query_prompt(r.question), True)
-            for r in load_gsm8k("data/gsm8k/test.jsonl", n)]
+    return [
+        encode_prompt(pool.tokenizer, query_prompt(r.question), True) for r in load_gsm8k("data/gsm8k/test.jsonl", n)
+    ]
 
 
 def timed(fn):
@@ -96,9 +98,14 @@ def main() -> None:
 
     reload_s = export_s + build_s
     result = {
-        "model": args.model, "device": "cuda" if torch.cuda.is_available() else "cpu",
-        "cpu_count": os.cpu_count(), "machine": platform.machine(), "torch_threads": torch.get_num_threads(),
-        "prompts": len(prompts), "max_tokens": args.max_tokens, "engine_build_s": base_build_s,
+        "model": args.model,
+        "device": "cuda" if torch.cuda.is_available() else "cpu",
+        "cpu_count": os.cpu_count(),
+        "machine": platform.machine(),
+        "torch_threads": torch.get_num_threads(),
+        "prompts": len(prompts),
+        "max_tokens": args.max_tokens,
+        "engine_build_s": base_build_s,
         "reload": {"export_s": export_s, "build_s": build_s, "total_s": reload_s, "generate_s": reload_gen_s},
         "inplace": {"total_s": folder_s, "generate_s": folder_gen_s, "agree_with_reload": agree(from_disk, reloaded)},
         "reload_over_inplace": reload_s / max(folder_s, 1e-9),

@@ -22,6 +22,7 @@ Goal: ratio naive_s / batched_s >= 3 on CPU.
 Usage: python benchmarks/ranking.py [--prefix-tokens 800] [--n 16] [--max-batch 16] [--sweep 8 4]
                                     [--repeat 3] [--threads 2]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,15 +49,16 @@ REPO = Path(__file__).resolve().parents[1]
 def build_prefix(tokenizer, tasks: list[BackendTask], n_tokens: int) -> list[int]:
     """A ColBench-like critic prompt: reference function, then a dialogue, cut to n_tokens."""
     first = tasks[0]
-    text = (f"Reference solution (hidden from the agent):\n{first.ground_truth}\n\n"
-            f"Human: {first.problem_description}\n")
+    text = f"Reference solution (hidden from the agent):\n{first.ground_truth}\n\nHuman: {first.problem_description}\n"
     turns = iter(tasks[1:])
     ids = tokenizer.encode(text, add_special_tokens=False)
     while len(ids) < n_tokens:
         other = next(turns)
-        text += (f"Agent: Could you tell me more about the inputs and the expected output? "
-                 f"For example: {other.problem_description}\n"
-                 f"Human: {first.hidden_information}\n")
+        text += (
+            f"Agent: Could you tell me more about the inputs and the expected output? "
+            f"For example: {other.problem_description}\n"
+            f"Human: {first.hidden_information}\n"
+        )
         ids = tokenizer.encode(text, add_special_tokens=False)
     return ids[:n_tokens]
 
@@ -67,8 +69,11 @@ def build_candidates(tokenizer, tasks: list[BackendTask], n: int, seed: int = 0)
     out = []
     for i in range(n):
         task = tasks[(i * 7 + 3) % len(tasks)]
-        text = (f"I would like to clarify: {task.problem_description}\n" if i % 2 else
-                f"Here is my answer:\n```python\n{task.ground_truth}\n```\n")
+        text = (
+            f"I would like to clarify: {task.problem_description}\n"
+            if i % 2
+            else f"Here is my answer:\n```python\n{task.ground_truth}\n```\n"
+        )
         text = (text + " ") * 4  # long enough for the longest draw
         out.append(tokenizer.encode(text, add_special_tokens=False)[: rng.randint(40, 120)])
     return out
@@ -98,9 +103,14 @@ def compare(model, prefix, candidates, batches: list[int], repeat: int) -> tuple
             wall, cpu, batched = timed(continuation_logprobs, model, prefix, candidates, max_batch=b)
             runs[f"batched_{b}"].append((wall, cpu))
             diff = max([diff] + [abs(x.mean().item() - y.mean().item()) for x, y in zip(naive, batched)])
-    return {name: {"wall_s": round(statistics.median(w for w, _ in r), 3),
-                   "cpu_s": round(statistics.median(c for _, c in r), 3),
-                   "wall_runs_s": [round(w, 3) for w, _ in r]} for name, r in runs.items()}, diff
+    return {
+        name: {
+            "wall_s": round(statistics.median(w for w, _ in r), 3),
+            "cpu_s": round(statistics.median(c for _, c in r), 3),
+            "wall_runs_s": [round(w, 3) for w, _ in r],
+        }
+        for name, r in runs.items()
+    }, diff
 
 
 def main() -> dict:
@@ -110,8 +120,13 @@ def main() -> dict:
     parser.add_argument("--prefix-tokens", type=int, default=800)
     parser.add_argument("--n", type=int, default=16, help="candidates per dialogue state")
     parser.add_argument("--max-batch", type=int, default=16, help="candidates per forward (the ratio)")
-    parser.add_argument("--sweep", type=int, nargs="*", default=[8, 4],
-                        help="further max_batch values timed alongside (ratio_by_max_batch)")
+    parser.add_argument(
+        "--sweep",
+        type=int,
+        nargs="*",
+        default=[8, 4],
+        help="further max_batch values timed alongside (ratio_by_max_batch)",
+    )
     parser.add_argument("--repeat", type=int, default=3, help="timed runs of each (median)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks/results/ranking.json")
@@ -129,17 +144,29 @@ def main() -> dict:
     timings, diff = compare(model, prefix, candidates, batches, args.repeat)
     naive_s, batched_s = timings["naive"]["wall_s"], timings[f"batched_{args.max_batch}"]["wall_s"]
     report = {
-        "naive_s": naive_s, "batched_s": batched_s, "ratio": round(naive_s / batched_s, 2),
-        "max_abs_diff": diff, "n_candidates": len(candidates), "prefix_tokens": len(prefix),
-        "candidate_tokens": sum(len(c) for c in candidates), "threads": args.threads,
-        "max_batch": args.max_batch, "repeat": args.repeat,
+        "naive_s": naive_s,
+        "batched_s": batched_s,
+        "ratio": round(naive_s / batched_s, 2),
+        "max_abs_diff": diff,
+        "n_candidates": len(candidates),
+        "prefix_tokens": len(prefix),
+        "candidate_tokens": sum(len(c) for c in candidates),
+        "threads": args.threads,
+        "max_batch": args.max_batch,
+        "repeat": args.repeat,
         "ratio_by_max_batch": {b: round(naive_s / timings[f"batched_{b}"]["wall_s"], 2) for b in batches},
-        "cpu_ratio_by_max_batch": {b: round(timings["naive"]["cpu_s"] / timings[f"batched_{b}"]["cpu_s"], 2)
-                                   for b in batches},
+        "cpu_ratio_by_max_batch": {
+            b: round(timings["naive"]["cpu_s"] / timings[f"batched_{b}"]["cpu_s"], 2) for b in batches
+        },
         "timings": timings,
-        "model": args.model.name, "torch": torch.__version__, "transformers": transformers.__version__,
-        "machine": platform.processor() or platform.machine(), "cpu_count": os.cpu_count(),
-        "load_average": os.getloadavg(), "argv": sys.argv[1:], "goal": "ratio >= 3 on CPU",
+        "model": args.model.name,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "machine": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "load_average": os.getloadavg(),
+        "argv": sys.argv[1:],
+        "goal": "ratio >= 3 on CPU",
     }
     assert diff < 1e-3, f"batched and naive mean log-probs differ by {diff}"
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -11,6 +11,7 @@ short request first. Reported: episodes/s, generated tokens/s, and the ratios
 driver_vllm/driver_hf (goal >= 6x on 2 CPU cores) and driver_vllm/raw_vllm (goal >= 0.9).
 Usage: python benchmarks/rollout.py [--episodes 32] [--turns 2] [--max-tokens 128] [--skip-hf]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,8 +25,8 @@ from components.data.split import Split, select
 from components.data.tasks import load_backend_tasks
 from components.engines.base import SamplingConfig
 from components.engines.factory import make_engine
-from components.episodes.simulators import RetrievalSimulator
 from components.episodes.driver import EpisodeConfig, EpisodeDriver, EpisodeJob, derive_seed
+from components.episodes.simulators import RetrievalSimulator
 
 MODEL = "models/smollm2-135m-instruct"
 
@@ -33,8 +34,9 @@ MODEL = "models/smollm2-135m-instruct"
 def jobs_for(n: int) -> list[EpisodeJob]:
     data = load_section(DataConfig, "data")
     tasks = load_backend_tasks(data.backend_tasks)
-    return [EpisodeJob(i, tasks[i], run_seed=0) for i in select(tasks, Split.all, data.eval_fraction,
-                                                                 data.split_salt)[:n]]
+    return [
+        EpisodeJob(i, tasks[i], run_seed=0) for i in select(tasks, Split.all, data.eval_fraction, data.split_salt)[:n]
+    ]
 
 
 def warm_up(engine) -> None:
@@ -48,8 +50,13 @@ def run_driver(engine, jobs, cfg: EpisodeConfig) -> tuple[dict, list]:
     trajs = driver.run(jobs)
     seconds = time.perf_counter() - start
     tokens = sum(len(t.response_ids) for tr in trajs for t in tr.turns)
-    return {"seconds": seconds, "episodes_per_s": len(trajs) / seconds, "tokens": tokens,
-            "tokens_per_s": tokens / seconds, "turns": sum(len(tr.turns) for tr in trajs)}, trajs
+    return {
+        "seconds": seconds,
+        "episodes_per_s": len(trajs) / seconds,
+        "tokens": tokens,
+        "tokens_per_s": tokens / seconds,
+        "turns": sum(len(tr.turns) for tr in trajs),
+    }, trajs
 
 
 def replay_raw(engine, trajs, cfg: EpisodeConfig) -> dict:
@@ -64,15 +71,27 @@ def replay_raw(engine, trajs, cfg: EpisodeConfig) -> dict:
         if not batch:
             break
         prompts = [TokensPrompt(prompt_token_ids=t.prompt_ids) for _, t in batch]
-        params = [SamplingParams(temperature=cfg.temperature, max_tokens=max(1, len(t.response_ids)),
-                                 min_tokens=max(1, len(t.response_ids)), ignore_eos=True, logprobs=0,
-                                 seed=derive_seed(tr.seed, "turn", turn)) for tr, t in batch]
+        params = [
+            SamplingParams(
+                temperature=cfg.temperature,
+                max_tokens=max(1, len(t.response_ids)),
+                min_tokens=max(1, len(t.response_ids)),
+                ignore_eos=True,
+                logprobs=0,
+                seed=derive_seed(tr.seed, "turn", turn),
+            )
+            for tr, t in batch
+        ]
         start = time.perf_counter()
         outs = engine.llm.generate(prompts, params, use_tqdm=False)
         seconds += time.perf_counter() - start
         tokens += sum(len(o.outputs[0].token_ids) for o in outs)
-    return {"seconds": seconds, "tokens": tokens, "tokens_per_s": tokens / seconds,
-            "episodes_per_s": len(trajs) / seconds}
+    return {
+        "seconds": seconds,
+        "tokens": tokens,
+        "tokens_per_s": tokens / seconds,
+        "episodes_per_s": len(trajs) / seconds,
+    }
 
 
 def main() -> None:
@@ -85,8 +104,12 @@ def main() -> None:
     args = parser.parse_args()
     cfg = EpisodeConfig(max_turns=args.turns, temperature=1.0, max_tokens=args.max_tokens, max_model_len=4096)
     jobs = jobs_for(args.episodes)
-    result = {"episodes": len(jobs), "turns": args.turns, "max_tokens": args.max_tokens,
-              "machine": platform.processor() or platform.machine()}
+    result = {
+        "episodes": len(jobs),
+        "turns": args.turns,
+        "max_tokens": args.max_tokens,
+        "machine": platform.processor() or platform.machine(),
+    }
     vllm = make_engine("vllm", MODEL, max_model_len=4096)
     result["driver_vllm"], trajs = run_driver(vllm, jobs, cfg)
     result["raw_vllm"] = replay_raw(vllm, trajs, cfg)
@@ -96,8 +119,9 @@ def main() -> None:
         hf = make_engine("hf", MODEL)
         result["driver_hf"], _ = run_driver(hf, jobs, cfg)
         result["vllm_vs_hf_tokens_per_s"] = result["driver_vllm"]["tokens_per_s"] / result["driver_hf"]["tokens_per_s"]
-        result["vllm_vs_hf_episodes_per_s"] = (result["driver_vllm"]["episodes_per_s"]
-                                               / result["driver_hf"]["episodes_per_s"])
+        result["vllm_vs_hf_episodes_per_s"] = (
+            result["driver_vllm"]["episodes_per_s"] / result["driver_hf"]["episodes_per_s"]
+        )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))

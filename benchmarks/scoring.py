@@ -16,6 +16,7 @@ One "test" is one test call of one candidate, compared with the reference output
 throughput figure is the best of --repeat interleaved runs (the machine may be shared with other
 work); the latency figures are medians over --repeat runs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -86,8 +87,13 @@ def _unsafe_in_process(tasks: list[BackendTask]) -> dict:
                 pass
         tests += len(calls)
     seconds = time.perf_counter() - start
-    return {"seconds": round(seconds, 3), "tests": tests, "passed": passed,
-            "tests_per_s": round(tests / seconds, 1), "cores": 1}
+    return {
+        "seconds": round(seconds, 3),
+        "tests": tests,
+        "passed": passed,
+        "tests_per_s": round(tests / seconds, 1),
+        "cores": 1,
+    }
 
 
 def sandboxed(tasks: list[BackendTask], workers: int, cache_dir: Path) -> dict:
@@ -96,9 +102,14 @@ def sandboxed(tasks: list[BackendTask], workers: int, cache_dir: Path) -> dict:
     results = score_answers(tasks, answers, cache_dir=cache_dir, workers=workers)
     seconds = time.perf_counter() - start
     tests = sum(r.total for r in results)
-    return {"seconds": round(seconds, 3), "tests": tests, "passed": sum(r.passed for r in results),
-            "tests_per_s": round(tests / seconds, 1), "cores": workers,
-            "tests_per_s_per_core": round(tests / seconds / workers, 1)}
+    return {
+        "seconds": round(seconds, 3),
+        "tests": tests,
+        "passed": sum(r.passed for r in results),
+        "tests_per_s": round(tests / seconds, 1),
+        "cores": workers,
+        "tests_per_s_per_core": round(tests / seconds / workers, 1),
+    }
 
 
 def _cpu_s() -> float:
@@ -135,10 +146,12 @@ def per_candidate_ms(tasks: list[BackendTask], workers: int, repeat: int = 3) ->
         before = _cpu_s()
         startup, latency, caps = _one_pool(sample, workers)
         runs.append((startup, latency, (_cpu_s() - before - empty) / len(sample)))
-    return {"pool_startup_s": round(statistics.median(r[0] for r in runs), 3),
-            "per_candidate_ms": round(statistics.median(r[1] for r in runs) * 1000, 2),
-            "per_candidate_cpu_ms": round(statistics.median(r[2] for r in runs) * 1000, 2),
-            "server_caps": caps}
+    return {
+        "pool_startup_s": round(statistics.median(r[0] for r in runs), 3),
+        "per_candidate_ms": round(statistics.median(r[1] for r in runs) * 1000, 2),
+        "per_candidate_cpu_ms": round(statistics.median(r[2] for r in runs) * 1000, 2),
+        "server_caps": caps,
+    }
 
 
 def main() -> dict:
@@ -159,9 +172,14 @@ def main() -> dict:
             warm_runs.append(sandboxed(tasks, args.workers, Path(cache)))
     unsafe, cold, warm = best(unsafe_runs), best(cold_runs), best(warm_runs)
     report = {
-        "n_tasks": len(tasks), "workers": args.workers, "repeat": args.repeat,
-        "load_average": os.getloadavg(), "unsafe_in_process": unsafe,
-        "sandbox_cold": cold, "sandbox_warm": warm, "latency": per_candidate_ms(tasks, args.workers, args.repeat),
+        "n_tasks": len(tasks),
+        "workers": args.workers,
+        "repeat": args.repeat,
+        "load_average": os.getloadavg(),
+        "unsafe_in_process": unsafe,
+        "sandbox_cold": cold,
+        "sandbox_warm": warm,
+        "latency": per_candidate_ms(tasks, args.workers, args.repeat),
         "ratio_cold": round(cold["tests_per_s"] / unsafe["tests_per_s"], 3),
         "ratio_warm": round(warm["tests_per_s"] / unsafe["tests_per_s"], 3),
         "ratio_cold_per_core": round(cold["tests_per_s_per_core"] / unsafe["tests_per_s"], 3),

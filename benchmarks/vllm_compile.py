@@ -8,6 +8,7 @@ benchmarks/rollout.py (retrieval simulator), and reports build + episodes, what 
 Writes benchmarks/results/vllm_compile.json.
 Usage: python benchmarks/vllm_compile.py [--episodes 32] [--turns 2] [--max-tokens 128]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,6 +18,7 @@ import time
 from pathlib import Path
 
 from rollout import MODEL, jobs_for, run_driver  # benchmarks/rollout.py, beside this script
+
 from components.engines.factory import make_engine
 from components.episodes.driver import EpisodeConfig
 
@@ -43,8 +45,12 @@ def main() -> None:
     args = parser.parse_args()
     cfg = EpisodeConfig(max_turns=args.turns, temperature=1.0, max_tokens=args.max_tokens, max_model_len=4096)
     jobs = jobs_for(args.episodes)
-    result: dict = {"episodes": len(jobs), "turns": args.turns, "max_tokens": args.max_tokens,
-                    "machine": platform.processor() or platform.machine()}
+    result: dict = {
+        "episodes": len(jobs),
+        "turns": args.turns,
+        "max_tokens": args.max_tokens,
+        "machine": platform.processor() or platform.machine(),
+    }
     for name, eager in MODES.items():
         result[name] = measure(eager, jobs, cfg)
     compiled, eager = result["compiled"], result["eager"]

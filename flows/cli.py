@@ -1,4 +1,5 @@
 """The `sweetflow` command line: data, default model, evaluation, rollouts and scoring."""
+
 from __future__ import annotations
 
 import json
@@ -15,8 +16,11 @@ from components.config.training import ActorConfig, Algo, TrainConfig
 from flows.options import EPISODE_FIELDS, cli_options, extra_option
 from flows.plan import PipelineParams
 
-app = typer.Typer(help="sweetflow: SWEET-RL training pipeline for collaborative LLM agents (ColBench).",
-                  no_args_is_help=True, pretty_exceptions_enable=False)
+app = typer.Typer(
+    help="sweetflow: SWEET-RL training pipeline for collaborative LLM agents (ColBench).",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
 data_app = typer.Typer(help="Data sets (DVC-tracked).", no_args_is_help=True)
 model_app = typer.Typer(help="Models.", no_args_is_help=True)
 app.add_typer(data_app, name="data")
@@ -71,9 +75,15 @@ def _setup(env_only: bool = False) -> None:
 
 
 @app.callback()
-def _global_options(verbose: bool = typer.Option(
-        False, "--verbose", "-v", help="show everything on the console: each step's engine and library output "
-        "(otherwise only in the step's log file, runs/.../logs/<stage>.log) and INFO logging")) -> None:
+def _global_options(
+    verbose: bool = typer.Option(
+        False,
+        "--verbose",
+        "-v",
+        help="show everything on the console: each step's engine and library output "
+        "(otherwise only in the step's log file, runs/.../logs/<stage>.log) and INFO logging",
+    ),
+) -> None:
     # runs before every command and its imports: the steps' children and _setup() read the env var,
     # Prefect and MLflow read the logging defaults when imported
     from flows.console import VERBOSE_ENV
@@ -90,8 +100,13 @@ def _fail(message: str) -> None:
 
 
 @data_app.command("pull")
-def data_pull(from_hub: bool = typer.Option(False, "--from-hub", help="fetch the official ColBench files "
-                                            "from the Hugging Face hub instead of the DVC remote")) -> None:
+def data_pull(
+    from_hub: bool = typer.Option(
+        False,
+        "--from-hub",
+        help="fetch the official ColBench files from the Hugging Face hub instead of the DVC remote",
+    ),
+) -> None:
     """Materialise ColBench and GSM8K from the DVC remote (validated on arrival)."""
     from components.config.sections import ConfigError, DataConfig, load_section
     from components.data.pull import DataError, dvc_pull, pull_from_hub
@@ -129,15 +144,36 @@ def _seeds(seed: Optional[int], seeds: Optional[str]) -> Optional[list[int]]:
 
 
 OUT = {"out_dir": ("--out",)}
-SEED_OPTIONS = [extra_option("seed", Optional[int], typer.Option(None, help="run seed")),
-                extra_option("seeds", Optional[str], typer.Option(None, help="comma-separated run seeds, one "
-                                                                  "evaluation each [params.yaml eval.seeds]"))]
+SEED_OPTIONS = [
+    extra_option("seed", Optional[int], typer.Option(None, help="run seed")),
+    extra_option(
+        "seeds",
+        Optional[str],
+        typer.Option(None, help="comma-separated run seeds, one evaluation each [params.yaml eval.seeds]"),
+    ),
+]
 
 
 @app.command("eval")
-@cli_options(EvalConfig, "eval", EPISODE_FIELDS, OUT, extra=[*SEED_OPTIONS, extra_option(
-    "register", bool, typer.Option(False, "--register", help="register the model (a local folder) in the MLflow "
-                                   "registry as `candidate`; `champion` only if it beats the current champion"))])
+@cli_options(
+    EvalConfig,
+    "eval",
+    EPISODE_FIELDS,
+    OUT,
+    extra=[
+        *SEED_OPTIONS,
+        extra_option(
+            "register",
+            bool,
+            typer.Option(
+                False,
+                "--register",
+                help="register the model (a local folder) in the MLflow "
+                "registry as `candidate`; `champion` only if it beats the current champion",
+            ),
+        ),
+    ],
+)
 def evaluate(seed: Optional[int] = None, seeds: Optional[str] = None, register: bool = False, **options) -> None:
     """Evaluate a model on ColBench backend tasks (a Prefect flow; logged to MLflow)."""
     from flows.eval_flow import EvalParams, eval_flow, resolve, summary_table
@@ -146,12 +182,16 @@ def evaluate(seed: Optional[int] = None, seeds: Optional[str] = None, register: 
     params = EvalParams(**options, seeds=_seeds(seed, seeds), register_model=register)
     cfg = _resolve_checked(resolve, params, "eval")
     metrics = eval_flow(params)
-    typer.echo(f"\nevaluation of {cfg.model} ({cfg.simulator.value} simulator), outputs in {cfg.out_dir}, "
-               f"MLflow run {metrics['mlflow_run_id']}:\n{summary_table(metrics)}")
+    typer.echo(
+        f"\nevaluation of {cfg.model} ({cfg.simulator.value} simulator), outputs in {cfg.out_dir}, "
+        f"MLflow run {metrics['mlflow_run_id']}:\n{summary_table(metrics)}"
+    )
     if register:
         gated = metrics["registry"]
-        typer.echo(f"registry: version {gated['version']} is `candidate`; champion is version {gated['champion']} "
-                   f"({gated['reason']})")
+        typer.echo(
+            f"registry: version {gated['version']} is `candidate`; champion is version {gated['champion']} "
+            f"({gated['reason']})"
+        )
 
 
 @app.command("rollouts")
@@ -164,15 +204,27 @@ def rollouts(**options) -> None:
     params = RolloutsParams(**options)
     cfg = _resolve_checked(resolve, params, "rollouts")
     metrics = rollouts_flow(params)
-    typer.echo(f"\nrollouts of {cfg.model} (K={cfg.per_task}, {cfg.simulator.value} simulator, split "
-               f"{cfg.split.value}), trajectories in {cfg.out_dir / 'trajectories.jsonl'}, "
-               f"MLflow run {metrics['mlflow_run_id']}:\n{summary_table(metrics)}")
+    typer.echo(
+        f"\nrollouts of {cfg.model} (K={cfg.per_task}, {cfg.simulator.value} simulator, split "
+        f"{cfg.split.value}), trajectories in {cfg.out_dir / 'trajectories.jsonl'}, "
+        f"MLflow run {metrics['mlflow_run_id']}:\n{summary_table(metrics)}"
+    )
 
 
 @app.command("train")
-@cli_options(TrainConfig, "train", ("trajectories", "model", "out_dir"), OUT, extra=[extra_option(
-    "algo", Optional[Algo], typer.Option(None, help=f"{ActorConfig.model_fields['algo'].description} "
-                                         "[params.yaml actor.algo]"))])
+@cli_options(
+    TrainConfig,
+    "train",
+    ("trajectories", "model", "out_dir"),
+    OUT,
+    extra=[
+        extra_option(
+            "algo",
+            Optional[Algo],
+            typer.Option(None, help=f"{ActorConfig.model_fields['algo'].description} [params.yaml actor.algo]"),
+        )
+    ],
+)
 def train(algo: Optional[Algo] = None, **options) -> None:
     """Improve an actor from scored rollouts (a Prefect flow; each step tracked in MLflow)."""
     from components.config.sections import ConfigError
@@ -188,12 +240,15 @@ def train(algo: Optional[Algo] = None, **options) -> None:
     except (ConfigError, FileNotFoundError, ValueError) as exc:
         _fail(str(exc))
     result = train_flow(params)
-    typer.echo(f"\ntrained actor: {result['actor_model']} (MLflow run {result['mlflow_run_id']})\n"
-               f"{result['summary']}\nevaluate it with: sweetflow eval --model {result['actor_model']}")
+    typer.echo(
+        f"\ntrained actor: {result['actor_model']} (MLflow run {result['mlflow_run_id']})\n"
+        f"{result['summary']}\nevaluate it with: sweetflow eval --model {result['actor_model']}"
+    )
 
 
-RUN_OPTIONS = cli_options(PipelineParams, None, ("algo", "iterations", "profile", "overrides"),
-                          {"overrides": ("-S", "--set")})
+RUN_OPTIONS = cli_options(
+    PipelineParams, None, ("algo", "iterations", "profile", "overrides"), {"overrides": ("-S", "--set")}
+)
 
 
 def _pipeline_plan(options: dict):
@@ -219,8 +274,10 @@ def run(**options) -> None:
     params, plan = _pipeline_plan(options)
     if not Path(".dvc").is_dir():
         _fail(f"{Path.cwd()} is not a DVC project: run `sweetflow run` from the sweetflow checkout")
-    typer.echo(f"pipeline run {plan.run_dir} ({params.algo.value}, profile {params.profile}, "
-               f"{iteration_count(params, plan)} iteration(s))")
+    typer.echo(
+        f"pipeline run {plan.run_dir} ({params.algo.value}, profile {params.profile}, "
+        f"{iteration_count(params, plan)} iteration(s))"
+    )
     result = pipeline_flow(params)
     typer.echo(f"\n{result['summary']}\ncompare runs: sweetflow compare   (MLflow run {result['mlflow_run_id']})")
 
@@ -284,11 +341,11 @@ def score(
 
 @app.command("compare")
 def compare(
-    experiment: Optional[str] = typer.Option(None, help="MLflow experiment of the pipeline runs "
-                                             "[sweetflow-pipeline]"),
+    experiment: Optional[str] = typer.Option(None, help="MLflow experiment of the pipeline runs [sweetflow-pipeline]"),
     out: Path = typer.Option(Path("runs/compare"), help="folder for the plot (compare.png)"),
-    metric: Optional[list[str]] = typer.Option(None, "--metric", help="a further eval metric to show as a "
-                                               "column and a plot panel (repeatable)"),
+    metric: Optional[list[str]] = typer.Option(
+        None, "--metric", help="a further eval metric to show as a column and a plot panel (repeatable)"
+    ),
 ) -> None:
     """Table (and PNG plot) of evaluated iterations per pipeline run: algo, success, tests passed."""
     from components.tracking import store as tracking
@@ -304,8 +361,9 @@ def compare(
         typer.echo(f"nothing to compare: no pipeline runs yet ({exc}); run `sweetflow run` first")
         return
     if df.empty:
-        typer.echo(f"nothing to compare: experiment '{name}' at {uri} has no evaluation runs "
-                   "(tag sweetflow.kind=eval) yet")
+        typer.echo(
+            f"nothing to compare: experiment '{name}' at {uri} has no evaluation runs (tag sweetflow.kind=eval) yet"
+        )
         return
     typer.echo(format_table(df))
     typer.echo(f"\nplot: {plot(df, out / 'compare.png')}")
@@ -327,9 +385,11 @@ def ui(
     def ready(started: list) -> None:
         for run in started:
             typer.echo(f"{run.service.name:8s} {run.service.url}   (log: {run.log_path})")
-        typer.echo(f"MLflow shows the project store (mlflow/mlflow.db) as runs write it; for flow runs, "
-                   f"`sweetflow serve` and workers to report to this Prefect server: export PREFECT_API_URL="
-                   f"http://127.0.0.1:{prefect_port}/api\nCtrl-C stops both servers")
+        typer.echo(
+            f"MLflow shows the project store (mlflow/mlflow.db) as runs write it; for flow runs, "
+            f"`sweetflow serve` and workers to report to this Prefect server: export PREFECT_API_URL="
+            f"http://127.0.0.1:{prefect_port}/api\nCtrl-C stops both servers"
+        )
 
     typer.echo(f"starting the Prefect and MLflow servers (logs in {log_dir}) ...")
     try:
@@ -345,15 +405,31 @@ def serve(
     name: Optional[str] = typer.Option(None, help="deployment name [<flow>-scheduled]"),
     flow: str = typer.Option("pipeline", "--flow", help="pipeline | eval"),
     timezone: Optional[str] = typer.Option(None, help="IANA timezone of the schedule, e.g. Europe/Paris [UTC]"),
-    work_pool: Optional[str] = typer.Option(None, "--work-pool", help="register for this Prefect process work "
-                                            "pool (created if missing) instead of serving in this process"),
-    api_url: Optional[str] = typer.Option(None, "--api-url", help="Prefect server API [PREFECT_API_URL, else "
-                                          "http://127.0.0.1:4200/api as started by `sweetflow ui`]"),
+    work_pool: Optional[str] = typer.Option(
+        None,
+        "--work-pool",
+        help="register for this Prefect process work pool (created if missing) instead of serving in this process",
+    ),
+    api_url: Optional[str] = typer.Option(
+        None,
+        "--api-url",
+        help="Prefect server API [PREFECT_API_URL, else http://127.0.0.1:4200/api as started by `sweetflow ui`]",
+    ),
 ) -> None:
     """A Prefect deployment of a flow on a cron schedule, also runnable from the Prefect UI with other
     parameters: served by this process until Ctrl-C, or registered for a work pool with --work-pool."""
-    from flows.serve import (ServeError, build_deployment, cron_schedule, deploy_to_pool, deployment_name,
-                             load_flow, resolve_api_url, serve_forever, ui_url, using_api)
+    from flows.serve import (
+        ServeError,
+        build_deployment,
+        cron_schedule,
+        deploy_to_pool,
+        deployment_name,
+        load_flow,
+        resolve_api_url,
+        serve_forever,
+        ui_url,
+        using_api,
+    )
 
     _setup()
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per API poll otherwise
@@ -364,13 +440,17 @@ def serve(
         with using_api(url):
             if work_pool:
                 deployment_id = deploy_to_pool(flow, cron, work_pool, name, timezone)
-                typer.echo(f"deployment '{deployment_name(flow, name)}' registered for work pool '{work_pool}' "
-                           f"(cron \"{cron}\"): {ui_url(url, deployment_id)}\nstart a worker to run it: "
-                           f"PREFECT_API_URL={url} prefect worker start --pool {work_pool}")
+                typer.echo(
+                    f"deployment '{deployment_name(flow, name)}' registered for work pool '{work_pool}' "
+                    f'(cron "{cron}"): {ui_url(url, deployment_id)}\nstart a worker to run it: '
+                    f"PREFECT_API_URL={url} prefect worker start --pool {work_pool}"
+                )
                 return
             deployment = build_deployment(flow, cron, name, timezone)
-            typer.echo(f"serving '{deployment.flow_name}/{deployment.name}' (cron \"{cron}\") against {url}; "
-                       "Ctrl-C stops serving and pauses the schedule")
+            typer.echo(
+                f"serving '{deployment.flow_name}/{deployment.name}' (cron \"{cron}\") against {url}; "
+                "Ctrl-C stops serving and pauses the schedule"
+            )
             serve_forever(deployment)
     except ServeError as exc:
         _fail(str(exc))

@@ -23,6 +23,7 @@ Console output is written to sys.stdout directly, not through print(): the flows
 `log_prints`, which would turn every line into an INFO log record with a Prefect prefix (hidden
 on a quiet console, and no good for a progress bar). `echo` is the same path for a step's banner.
 """
+
 from __future__ import annotations
 
 import codecs
@@ -45,9 +46,9 @@ from typing import IO, Mapping, Sequence
 VERBOSE_ENV = "SWEETFLOW_VERBOSE"
 TAIL_LINES = 30
 INDENT = "  "
-RESULT_KEYS = 12          # at most this many metrics on the compact result line
-_EXIT_GRACE_S = 2.0       # after the child exits, stop reading once its pipe has been quiet this long
-_TERM_WAIT_S = 30.0       # after SIGTERM to the group, SIGKILL it if the child is still there
+RESULT_KEYS = 12  # at most this many metrics on the compact result line
+_EXIT_GRACE_S = 2.0  # after the child exits, stop reading once its pipe has been quiet this long
+_TERM_WAIT_S = 30.0  # after SIGTERM to the group, SIGKILL it if the child is still there
 
 _LEVEL = re.compile(r"\b(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\b")
 _LOUD = {"WARNING", "WARN", "ERROR", "CRITICAL", "FATAL"}
@@ -107,18 +108,19 @@ class ChildResult:
 class _Console:
     """Turns the child's output (text, in arbitrary chunks) into console lines."""
 
-    def __init__(self, out: IO[str], verbose: bool, tty: bool, watch: Sequence[str], show: Sequence[str],
-                 hide: Sequence[str]):
+    def __init__(
+        self, out: IO[str], verbose: bool, tty: bool, watch: Sequence[str], show: Sequence[str], hide: Sequence[str]
+    ):
         self.out, self.verbose, self.tty = out, verbose, tty
         self.watch, self.show, self.hide = tuple(watch), tuple(show), tuple(hide)
         self.seen: set[str] = set()
         self.tail: deque[str] = deque(maxlen=TAIL_LINES)
         self.buf = ""
-        self.bar: str | None = None    # the latest in-place state of a running progress bar
-        self.drawn = False             # that state is on the terminal's current line (tty only)
-        self.after_cr = False          # the last segment ended with '\r': the next one redraws a line
+        self.bar: str | None = None  # the latest in-place state of a running progress bar
+        self.drawn = False  # that state is on the terminal's current line (tty only)
+        self.after_cr = False  # the last segment ended with '\r': the next one redraws a line
         self.in_traceback = False
-        self.shown: set[str] = set()   # warnings already echoed (timestamps stripped)
+        self.shown: set[str] = set()  # warnings already echoed (timestamps stripped)
         self.repeats = 0
 
     # -- input -------------------------------------------------------------------------------
@@ -133,10 +135,10 @@ class _Console:
                     return  # a '\r' at the end of a chunk: wait to see whether '\n' follows
                 if self.buf[cut + 1] == "\n":
                     self._segment(self.buf[:cut], "\n")
-                    self.buf = self.buf[cut + 2:]
+                    self.buf = self.buf[cut + 2 :]
                     continue
             self._segment(self.buf[:cut], self.buf[cut])
-            self.buf = self.buf[cut + 1:]
+            self.buf = self.buf[cut + 1 :]
 
     def close(self) -> None:
         if self.buf.rstrip("\r"):
@@ -218,7 +220,7 @@ class _Console:
     # -- progress bars -----------------------------------------------------------------------
     def _draw(self, text: str) -> None:
         width = shutil.get_terminal_size((100, 24)).columns - 1 - len(INDENT)
-        self._write("\r" + INDENT + text.strip()[:max(width, 20)] + "\x1b[K")
+        self._write("\r" + INDENT + text.strip()[: max(width, 20)] + "\x1b[K")
         self.drawn = True
 
     def _emit(self, line: str) -> None:
@@ -245,9 +247,17 @@ class _Console:
         self.out.flush()
 
 
-def run_logged(argv: Sequence[str], log_path: Path, env: Mapping[str, str] | None = None, *,
-               verbose: bool | None = None, watch: Sequence[str] = (), show: Sequence[str] = (),
-               hide: Sequence[str] = (), out: IO[str] | None = None) -> ChildResult:
+def run_logged(
+    argv: Sequence[str],
+    log_path: Path,
+    env: Mapping[str, str] | None = None,
+    *,
+    verbose: bool | None = None,
+    watch: Sequence[str] = (),
+    show: Sequence[str] = (),
+    hide: Sequence[str] = (),
+    out: IO[str] | None = None,
+) -> ChildResult:
     """Run `argv` (stdin inherited, stdout and stderr captured) in its own process group; every
     byte goes to `log_path` (appended, after a header line for this attempt), the console gets
     what the module docstring lists (everything when `verbose`; default: `SWEETFLOW_VERBOSE`;
@@ -266,8 +276,9 @@ def run_logged(argv: Sequence[str], log_path: Path, env: Mapping[str, str] | Non
         command = shlex.join(map(str, argv)).replace("\n", " ")
         log.write(f"===== {datetime.now().isoformat(timespec='seconds')} run: {command} =====\n".encode())
         log.flush()
-        proc = subprocess.Popen(list(map(str, argv)), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            list(map(str, argv)), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
         try:
             fd, quiet_since = proc.stdout.fileno(), None
             while True:
@@ -301,8 +312,11 @@ def run_logged(argv: Sequence[str], log_path: Path, env: Mapping[str, str] | Non
 
 def _report_failure(result: ChildResult, stream: IO[str]) -> None:
     lines = result.tail or ["(no output)"]
-    stream.write(f"{INDENT}exit code {result.returncode}; the last {len(lines)} lines of {result.log_path}:\n"
-                 + "".join(f"{INDENT}| {line}\n" for line in lines) + f"{INDENT}full log: {result.log_path}\n")
+    stream.write(
+        f"{INDENT}exit code {result.returncode}; the last {len(lines)} lines of {result.log_path}:\n"
+        + "".join(f"{INDENT}| {line}\n" for line in lines)
+        + f"{INDENT}full log: {result.log_path}\n"
+    )
     stream.flush()
 
 

@@ -12,6 +12,7 @@ metrics.json. This module turns them into MLflow runs under the pipeline's paren
   task_reward, kl, objective (task reward - eta * KL) and n, which `sweetflow compare` shows
   side by side with the ColBench runs.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,14 @@ from flows.tracking import log_nested_run
 
 def eval_metrics(values: dict[str, float], n: int) -> dict[str, float]:
     """An agent's evaluation under the names `sweetflow compare` reads (success_rate is pass@1)."""
-    return {"success_rate": values["pass_at_1"], "pass_at_1": values["pass_at_1"], "task_reward": values["reward"],
-            "kl": values["kl"], "objective": values["objective"], "n": float(n)}
+    return {
+        "success_rate": values["pass_at_1"],
+        "pass_at_1": values["pass_at_1"],
+        "task_reward": values["reward"],
+        "kl": values["kl"],
+        "objective": values["objective"],
+        "n": float(n),
+    }
 
 
 def agents_of(rows: list[dict[str, Any]]) -> list[str]:
@@ -42,9 +49,14 @@ def eval_points(out_dir: Path, n: int) -> list[tuple[int, str, dict[str, float]]
         base = json.loads(initial.read_text())
         points += [(0, agent, eval_metrics(base, n)) for agent in agents]
     for row in rows:
-        points += [(row["iteration"], agent, eval_metrics({k.split("/")[2]: v for k, v in row.items()
-                                                           if k.startswith(f"eval/{agent}/")}, n))
-                   for agent in agents]
+        points += [
+            (
+                row["iteration"],
+                agent,
+                eval_metrics({k.split("/")[2]: v for k, v in row.items() if k.startswith(f"eval/{agent}/")}, n),
+            )
+            for agent in agents
+        ]
     return points
 
 
@@ -53,22 +65,40 @@ def render_samples(path: Path) -> str:
     parts = []
     for s in read_rows(path):
         mark = "correct" if s["correct"] else "wrong"
-        parts.append(f"### iteration {s['iteration']}, question {s['question']}: {s['role']} ({s['agent']}), "
-                     f"{mark}\n\n**Question.** {s['prompt']}\n\n**Gold.** {s['gold']}\n\n**Answer.**\n\n"
-                     f"```\n{s['answer']}\n```\n")
+        parts.append(
+            f"### iteration {s['iteration']}, question {s['question']}: {s['role']} ({s['agent']}), "
+            f"{mark}\n\n**Question.** {s['prompt']}\n\n**Gold.** {s['gold']}\n\n**Answer.**\n\n"
+            f"```\n{s['answer']}\n```\n"
+        )
     return "\n".join(parts)
 
 
-def track_cory(doc: dict[str, Any], metrics: dict[str, float], files: list[Path], run_name: str, parent: str,
-               experiment: str, tags: dict[str, str]) -> str:
+def track_cory(
+    doc: dict[str, Any],
+    metrics: dict[str, float],
+    files: list[Path],
+    run_name: str,
+    parent: str,
+    experiment: str,
+    tags: dict[str, str],
+) -> str:
     """The stage run and its eval runs (see the module docstring); returns the stage run's id."""
     metrics_path = files[0]
     out_dir = metrics_path.parent
     samples = out_dir / "samples.md"
     samples.write_text(render_samples(out_dir / SAMPLES))
-    run_id = log_nested_run(experiment, parent, run_name, {"cory": doc["cory"]}, metrics, tags,
-                            files=[*files, *(f for f in (out_dir / INITIAL_EVAL, out_dir / SAMPLES, samples) if f.exists())],
-                            curves=out_dir / ITERATIONS, curve_step="iteration", curve_prefix="")
+    run_id = log_nested_run(
+        experiment,
+        parent,
+        run_name,
+        {"cory": doc["cory"]},
+        metrics,
+        tags,
+        files=[*files, *(f for f in (out_dir / INITIAL_EVAL, out_dir / SAMPLES, samples) if f.exists())],
+        curves=out_dir / ITERATIONS,
+        curve_step="iteration",
+        curve_prefix="",
+    )
     for iteration, agent, values in eval_points(out_dir, doc["cory"]["eval_questions"]):
         eval_tags = tags | {"sweetflow.kind": "eval", "sweetflow.iteration": str(iteration), "sweetflow.agent": agent}
         log_nested_run(experiment, parent, f"eval {iteration} {agent}", {}, values, eval_tags)

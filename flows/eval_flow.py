@@ -7,6 +7,7 @@ beside a generated `<out_dir>/dvc.yaml` holding the catalogue's evaluation stage
 skipped), and the one tracker (flows/tracking.py) logs params, metrics, outputs and sample
 dialogues. Runs on Prefect's ephemeral API: no server needed.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,8 +17,8 @@ from pydantic import Field
 
 from components.config.sections import ConfigError, EvalConfig
 from components.tracking import store as tracking
-from flows.plan import ZERO_SHOT, write_stages
 from flows.options import EPISODE_FIELDS, flow_params
+from flows.plan import ZERO_SHOT, write_stages
 from flows.steps import check_step_folder, dvc_repro, format_table, registry_gate, step_doc
 from flows.tracking import track_stage
 
@@ -25,10 +26,19 @@ SECTIONS = ("data", "episode", "eval")
 
 
 EvalParams = flow_params(
-    "EvalParams", "Parameters of the eval flow; None keeps the params.yaml value (shown as a form in the UI).",
-    EvalConfig, (*EPISODE_FIELDS, "seeds"),
-    register_model=(bool, Field(False, description="register the evaluated model (a local folder) in the MLflow "
-                                "registry as `candidate`, and as `champion` if it beats the current champion")))
+    "EvalParams",
+    "Parameters of the eval flow; None keeps the params.yaml value (shown as a form in the UI).",
+    EvalConfig,
+    (*EPISODE_FIELDS, "seeds"),
+    register_model=(
+        bool,
+        Field(
+            False,
+            description="register the evaluated model (a local folder) in the MLflow "
+            "registry as `candidate`, and as `champion` if it beats the current champion",
+        ),
+    ),
+)
 
 
 def resolve(params: EvalParams) -> dict:
@@ -48,8 +58,15 @@ def evaluate_step(dvc_yaml: Path) -> bool:
 @task(name="track")
 def track_step(dvc_yaml: Path, ran: bool, doc: dict) -> dict:
     eval_cfg = doc["eval"]
-    return track_stage(dvc_yaml, ZERO_SHOT, ran, None, tracking.experiment_id(eval_cfg["experiment"]),
-                       f"eval {Path(eval_cfg['model']).name}", {})
+    return track_stage(
+        dvc_yaml,
+        ZERO_SHOT,
+        ran,
+        None,
+        tracking.experiment_id(eval_cfg["experiment"]),
+        f"eval {Path(eval_cfg['model']).name}",
+        {},
+    )
 
 
 @task(name="registry gate")
@@ -59,16 +76,24 @@ def gate_step(model: str, run_id: str, metrics: dict) -> dict | None:
 
 def summary_table(metrics: dict) -> str:
     """The headline numbers as a small fixed-width table."""
-    return format_table([
-        ("tasks (n)", f"{metrics['n']}"),
-        ("episodes", f"{metrics['episodes']}"),
-        ("success rate", f"{metrics['success_rate']:.3f}  [{metrics['success_rate_ci_low']:.3f}, "
-                         f"{metrics['success_rate_ci_high']:.3f}]"),
-        ("tests passed", f"{metrics['tests_passed']:.3f}  [{metrics['tests_passed_ci_low']:.3f}, "
-                         f"{metrics['tests_passed_ci_high']:.3f}]"),
-        ("mean turns", f"{metrics['mean_turns']:.2f}"),
-        ("answered", f"{metrics['answered_rate']:.3f}"),
-    ])
+    return format_table(
+        [
+            ("tasks (n)", f"{metrics['n']}"),
+            ("episodes", f"{metrics['episodes']}"),
+            (
+                "success rate",
+                f"{metrics['success_rate']:.3f}  [{metrics['success_rate_ci_low']:.3f}, "
+                f"{metrics['success_rate_ci_high']:.3f}]",
+            ),
+            (
+                "tests passed",
+                f"{metrics['tests_passed']:.3f}  [{metrics['tests_passed_ci_low']:.3f}, "
+                f"{metrics['tests_passed_ci_high']:.3f}]",
+            ),
+            ("mean turns", f"{metrics['mean_turns']:.2f}"),
+            ("answered", f"{metrics['answered_rate']:.3f}"),
+        ]
+    )
 
 
 @flow(name="sweetflow-eval", log_prints=True)

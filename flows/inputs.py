@@ -1,6 +1,7 @@
 """What a pipeline run needs before its stages: the data (pulled through DVC) and the base model
 (the embedded default is prepared when missing), and whether an iteration's data hold a learning
 signal. Wiring only."""
+
 from __future__ import annotations
 
 import subprocess
@@ -8,8 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from components.data.pull import dvc_pull
 from components.data.model_prepare import is_complete, resolve_model
+from components.data.pull import dvc_pull
 from flows.plan import ROLLOUTS, PipelineAlgo, RunPlan
 
 DEFAULT_MODEL = Path("models/smollm2-135m-instruct")
@@ -47,8 +48,10 @@ def prepare_model(plan: RunPlan) -> str:
 def no_signal(algo: PipelineAlgo, stage: str, metrics: dict[str, Any]) -> str | None:
     """Why this iteration cannot train (None when it can): no trajectory pair, or for rft no success."""
     if stage == "train_pairs" and metrics.get("pairs", 0) == 0:
-        return f"0 trajectory pairs from {metrics.get('trajectories', 0)} trajectories: no task has a " \
-               "trajectory scoring above another (see pairs.min_chosen_score)"
+        return (
+            f"0 trajectory pairs from {metrics.get('trajectories', 0)} trajectories: no task has a "
+            "trajectory scoring above another (see pairs.min_chosen_score)"
+        )
     if algo == PipelineAlgo.rft and stage == ROLLOUTS and metrics.get("success_rate", 0) == 0:
         return f"no successful trajectory among {metrics.get('n_trajectories', 0)}"
     return None

@@ -17,6 +17,7 @@ or kind=eval, iteration, skipped) with the step's sections, metrics, files, trai
 sample dialogues. After each evaluation the actor goes through the registry gate (alias
 `candidate`; `champion` only if it beats the champion).
 """
+
 from __future__ import annotations
 
 import json
@@ -26,11 +27,11 @@ from typing import Any
 
 from prefect import flow, get_run_logger, task
 
+from components.stages.catalogue import STAGES, Kind
 from components.tracking import store as tracking
 from components.tracking.compare import DEFAULT_EXPERIMENT, eval_runs, plot
-from flows.plan import GSM8K_ALGOS, PipelineParams, RunPlan, plan_run, write_iteration
-from components.stages.catalogue import STAGES, Kind
 from flows import inputs
+from flows.plan import GSM8K_ALGOS, PipelineParams, RunPlan, plan_run, write_iteration
 from flows.steps import dvc_repro, format_table, registry_gate
 from flows.tracking import track_stage
 
@@ -38,10 +39,10 @@ from flows.tracking import track_stage
 @dataclass
 class Iteration:
     k: int
-    actor: str                                   # the model this iteration ends with
+    actor: str  # the model this iteration ends with
     ran: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
-    metrics: dict[str, Any] = field(default_factory=dict)   # eval metrics (none when not evaluated)
+    metrics: dict[str, Any] = field(default_factory=dict)  # eval metrics (none when not evaluated)
     no_signal: str | None = None
     registry: dict[str, Any] | None = None
 
@@ -76,8 +77,13 @@ def stage_task(dvc_yaml: Path, stage: str, k: int) -> bool:
     return dvc_repro(dvc_yaml, stage)
 
 
-@task(name="stage (retried)", task_run_name="iter {k} {stage}", timeout_seconds=24 * 3600, retries=1,
-      retry_delay_seconds=30)
+@task(
+    name="stage (retried)",
+    task_run_name="iter {k} {stage}",
+    timeout_seconds=24 * 3600,
+    retries=1,
+    retry_delay_seconds=30,
+)
 def episode_stage_task(dvc_yaml: Path, stage: str, k: int) -> bool:
     """A stage that plays episodes: a failed simulator endpoint is worth one retry, which resumes
     after the episodes already written."""
@@ -112,8 +118,9 @@ def run_iteration(plan: RunPlan, k: int, start: str, parent: str, experiment: st
         it.no_signal = inputs.no_signal(plan.algo, stage, tracked["metrics"])
         if it.no_signal:
             it.actor = start
-            get_run_logger().warning("iteration %d: no learning signal (%s); actor %s carried forward", k,
-                                     it.no_signal, start)
+            get_run_logger().warning(
+                "iteration %d: no learning signal (%s); actor %s carried forward", k, it.no_signal, start
+            )
             break
     return it
 
@@ -126,8 +133,9 @@ def log_progress(plan: RunPlan, parent: str, iterations: list[Iteration]) -> Non
     for it in iterations:
         lock = plan.iteration_dir(it.k) / "dvc.lock"
         if lock.exists():
-            client.set_tag(parent, f"dvc_lock_sha256.iter-{it.k}", tracking.provenance_tags(lock.parent)
-                           .get("dvc_lock_sha256", ""))
+            client.set_tag(
+                parent, f"dvc_lock_sha256.iter-{it.k}", tracking.provenance_tags(lock.parent).get("dvc_lock_sha256", "")
+            )
         if it.no_signal:
             client.set_tag(parent, f"sweetflow.no_signal.iter-{it.k}", it.no_signal)
     df = eval_runs(DEFAULT_EXPERIMENT)
@@ -138,23 +146,40 @@ def log_progress(plan: RunPlan, parent: str, iterations: list[Iteration]) -> Non
 
 def cory_score(m: dict[str, float]) -> str:
     """A CORY/PPO stage's final evaluation per agent, from its metrics.json."""
-    agents = sorted(k[len("final_"):-len("_pass_at_1")] for k in m
-                    if k.endswith("_pass_at_1") and k.startswith("final_") and k != "final_mean_pass_at_1")
-    parts = [f"{a} pass@1 {m[f'final_{a}_pass_at_1']:.3f}, reward {m[f'final_{a}_reward']:.3f}, "
-             f"kl {m[f'final_{a}_kl']:.4f}, objective {m[f'final_{a}_objective']:.3f}" for a in agents]
-    return f"{int(m['iterations'])} PPO iterations from pass@1 {m.get('initial_pass_at_1', float('nan')):.3f}: " \
+    agents = sorted(
+        k[len("final_") : -len("_pass_at_1")]
+        for k in m
+        if k.endswith("_pass_at_1") and k.startswith("final_") and k != "final_mean_pass_at_1"
+    )
+    parts = [
+        f"{a} pass@1 {m[f'final_{a}_pass_at_1']:.3f}, reward {m[f'final_{a}_reward']:.3f}, "
+        f"kl {m[f'final_{a}_kl']:.4f}, objective {m[f'final_{a}_objective']:.3f}"
+        for a in agents
+    ]
+    return (
+        f"{int(m['iterations'])} PPO iterations from pass@1 {m.get('initial_pass_at_1', float('nan')):.3f}: "
         + "; ".join(parts)
+    )
 
 
 def summary_table(plan: RunPlan, iterations: list[Iteration]) -> str:
     rows = [("run", str(plan.run_dir)), ("algorithm", plan.algo.value), ("profile", plan.profile)]
     for it in iterations:
         m = it.metrics
-        score = (cory_score(m) if plan.gsm8k else
-                 f"success {m['success_rate']:.3f}, tests passed {m['tests_passed']:.3f}" if m else
-                 f"not evaluated: no learning signal ({it.no_signal})" if it.no_signal else "not evaluated")
-        gate = f", registry v{it.registry['version']}{' champion' if it.registry['promoted'] else ''}" \
-            if it.registry else ""
+        score = (
+            cory_score(m)
+            if plan.gsm8k
+            else f"success {m['success_rate']:.3f}, tests passed {m['tests_passed']:.3f}"
+            if m
+            else f"not evaluated: no learning signal ({it.no_signal})"
+            if it.no_signal
+            else "not evaluated"
+        )
+        gate = (
+            f", registry v{it.registry['version']}{' champion' if it.registry['promoted'] else ''}"
+            if it.registry
+            else ""
+        )
         rows.append((f"iteration {it.k}", f"{score}{gate}; ran {len(it.ran)}, skipped {len(it.skipped)} steps"))
     rows.append(("final actor", iterations[-1].actor))
     return format_table(rows)
@@ -171,8 +196,12 @@ def pipeline_flow(params: PipelineParams = PipelineParams()) -> dict:
     base = prepare_model_task(plan)
     tracking.configure()
     experiment = tracking.experiment_id(DEFAULT_EXPERIMENT)
-    tags = tracking.provenance_tags() | {"sweetflow.kind": "pipeline", "sweetflow.algo": plan.algo.value,
-                                         "sweetflow.profile": plan.profile, "sweetflow.run_dir": str(plan.run_dir)}
+    tags = tracking.provenance_tags() | {
+        "sweetflow.kind": "pipeline",
+        "sweetflow.algo": plan.algo.value,
+        "sweetflow.profile": plan.profile,
+        "sweetflow.run_dir": str(plan.run_dir),
+    }
     with mlflow.start_run(experiment_id=experiment, run_name=plan.run_dir.name, tags=tags) as run:
         n = iteration_count(params, plan)
         mlflow.log_params(tracking.flatten({"iterations": n, **plan.doc}))
@@ -185,5 +214,9 @@ def pipeline_flow(params: PipelineParams = PipelineParams()) -> dict:
         (plan.run_dir / "summary.json").write_text(json.dumps([asdict(it) for it in iterations], indent=2) + "\n")
         mlflow.log_artifact(str(plan.run_dir / "summary.json"))
         get_run_logger().info("MLflow run %s\n%s", run.info.run_id, table)
-        return {"run_dir": str(plan.run_dir), "mlflow_run_id": run.info.run_id, "summary": table,
-                "iterations": [asdict(it) for it in iterations]}
+        return {
+            "run_dir": str(plan.run_dir),
+            "mlflow_run_id": run.info.run_id,
+            "summary": table,
+            "iterations": [asdict(it) for it in iterations],
+        }

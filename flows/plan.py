@@ -24,6 +24,7 @@ longer `cory.iterations` extends a run in the same folder instead of starting an
 A run's parameters hold only the sections its algorithm reads (an override of another section is
 an error, not silently ignored).
 """
+
 from __future__ import annotations
 
 import copy
@@ -39,9 +40,9 @@ from typing import Any, Sequence
 import yaml
 from pydantic import BaseModel, Field
 
-from flows import profiles
 from components.config.sections import PARAMS_ENV, ConfigError
 from components.stages.catalogue import CODE_ROOT, STAGES, Out, Stage, code_deps, training_stages
+from flows import profiles
 
 RUNS_ROOT = Path("runs/pipeline")
 ZERO_SHOT, ROLLOUTS, EVAL_ACTOR, CORY = "eval_zero_shot", "rollouts", "eval_actor", "cory"
@@ -50,11 +51,11 @@ ZERO_SHOT, ROLLOUTS, EVAL_ACTOR, CORY = "eval_zero_shot", "rollouts", "eval_acto
 class PipelineAlgo(str, Enum):
     """Every algorithm `sweetflow run` runs: the ColBench ones (train_config.Algo) and CORY's."""
 
-    sweet = "sweet"   # SWEET-RL on ColBench
-    mtdpo = "mtdpo"   # multi-turn DPO baseline
-    rft = "rft"       # rejection fine-tuning baseline
-    cory = "cory"     # CORY pioneer/observer co-training on GSM8K
-    ppo = "ppo"       # single-agent PPO baseline on GSM8K (the same component, one agent)
+    sweet = "sweet"  # SWEET-RL on ColBench
+    mtdpo = "mtdpo"  # multi-turn DPO baseline
+    rft = "rft"  # rejection fine-tuning baseline
+    cory = "cory"  # CORY pioneer/observer co-training on GSM8K
+    ppo = "ppo"  # single-agent PPO baseline on GSM8K (the same component, one agent)
 
 
 GSM8K_ALGOS = (PipelineAlgo.cory, PipelineAlgo.ppo)
@@ -65,11 +66,19 @@ _VAR = re.compile(r"\$\{([\w.-]+)\}")
 class PipelineParams(BaseModel):
     """Parameters of a pipeline run (the Prefect UI shows them as a form); `overrides` win over the profile."""
 
-    algo: PipelineAlgo = Field(PipelineAlgo.sweet, description="sweet (SWEET-RL) | mtdpo (multi-turn DPO) | "
-                               "rft (rejection FT) on ColBench; cory (CORY) | ppo (single-agent PPO) on GSM8K")
-    iterations: int | None = Field(None, ge=0, le=1000, description="training iterations; ColBench: each starts "
-                                   "from the last actor (default 1); cory/ppo: PPO iterations (default: "
-                                   "cory.iterations)")
+    algo: PipelineAlgo = Field(
+        PipelineAlgo.sweet,
+        description="sweet (SWEET-RL) | mtdpo (multi-turn DPO) | "
+        "rft (rejection FT) on ColBench; cory (CORY) | ppo (single-agent PPO) on GSM8K",
+    )
+    iterations: int | None = Field(
+        None,
+        ge=0,
+        le=1000,
+        description="training iterations; ColBench: each starts "
+        "from the last actor (default 1); cory/ppo: PPO iterations (default: "
+        "cory.iterations)",
+    )
     profile: str = Field("default", description="default (embedded CPU run) | smoke | gpu-8b (params.yaml profiles)")
     overrides: list[str] = Field(default_factory=list, description="section.key=value, e.g. critic.optim.lr=1e-5")
     runs_root: str = Field(str(RUNS_ROOT), description="folder holding the runs' iteration folders")
@@ -79,7 +88,7 @@ class PipelineParams(BaseModel):
 class RunPlan:
     algo: PipelineAlgo
     profile: str
-    doc: dict[str, Any]       # resolved parameters (profile and overrides applied), no iteration paths
+    doc: dict[str, Any]  # resolved parameters (profile and overrides applied), no iteration paths
     run_dir: Path
 
     def iteration_dir(self, k: int) -> Path:
@@ -110,8 +119,9 @@ class RunPlan:
         return self.iteration_dir(k) / ("eval" if k == 0 else "train/eval")
 
 
-def plan_run(algo: str, profile: str = profiles.DEFAULT, overrides: list[str] = (),
-             runs_root: Path = RUNS_ROOT) -> RunPlan:
+def plan_run(
+    algo: str, profile: str = profiles.DEFAULT, overrides: list[str] = (), runs_root: Path = RUNS_ROOT
+) -> RunPlan:
     """The run's resolved parameters and folder; ConfigError on a bad algo, profile or override.
 
     The folder is named by a hash of the parameters; for CORY/PPO, `cory.iterations` is left out of
@@ -119,8 +129,7 @@ def plan_run(algo: str, profile: str = profiles.DEFAULT, overrides: list[str] = 
     try:
         algo = PipelineAlgo(algo)
     except ValueError:
-        raise ConfigError(f"unknown algo '{algo}' (choose one of {', '.join(a.value for a in PipelineAlgo)})"
-                          ) from None
+        raise ConfigError(f"unknown algo '{algo}' (choose one of {', '.join(a.value for a in PipelineAlgo)})") from None
     doc = _sections_of(algo, profiles.resolve(profile, list(overrides)), overrides)
     doc["cory" if algo in GSM8K_ALGOS else "actor"]["algo"] = algo.value
     identity = copy.deepcopy(doc)
@@ -134,8 +143,10 @@ def _sections_of(algo: PipelineAlgo, doc: dict[str, Any], overrides: list[str]) 
     keep = set(GSM8K_SECTIONS) if algo in GSM8K_ALGOS else set(doc) - {"cory"}
     stray = [o for o in overrides if o.partition(".")[0] not in keep]
     if stray:
-        raise ConfigError(f"override(s) {', '.join(stray)} do not apply to algo {algo.value} (its sections: "
-                          f"{', '.join(s for s in doc if s in keep)})")
+        raise ConfigError(
+            f"override(s) {', '.join(stray)} do not apply to algo {algo.value} (its sections: "
+            f"{', '.join(s for s in doc if s in keep)})"
+        )
     return {name: section for name, section in doc.items() if name in keep}
 
 
@@ -148,8 +159,12 @@ def iteration_doc(plan: RunPlan, k: int, start: str) -> dict[str, Any]:
         return doc
     doc["eval"].update(model=start if k == 0 else str(plan.trained_actor(k)), out_dir=str(plan.eval_dir(k)))
     if k > 0:
-        doc["rollouts"].update(model=start, out_dir=str(it / "rollouts"), seed=doc["rollouts"]["seed"] + k - 1,
-                               offline=doc["rollouts"].get("offline") if k == 1 else None)
+        doc["rollouts"].update(
+            model=start,
+            out_dir=str(it / "rollouts"),
+            seed=doc["rollouts"]["seed"] + k - 1,
+            offline=doc["rollouts"].get("offline") if k == 1 else None,
+        )
         doc["train"].update(model=start, trajectories=str(it / "rollouts"), out_dir=str(it / "train"))
         doc["candidates"]["seed"] += k - 1
     return doc
@@ -188,8 +203,10 @@ def _out(out: Out) -> Any:
 def dvc_stage(stage: Stage, algo: str | None = None) -> dict[str, Any]:
     """The stage as dvc.yaml declares it, `${section.key}` kept: the command, its code (every project
     file the module imports), its inputs and models, params sections, outs and metrics."""
-    spec: dict[str, Any] = {"cmd": " ".join(["python -m", stage.module, *stage.args]),
-                            "deps": [*code_deps(stage.module), *stage.inputs_for(algo), *stage.models]}
+    spec: dict[str, Any] = {
+        "cmd": " ".join(["python -m", stage.module, *stage.args]),
+        "deps": [*code_deps(stage.module), *stage.inputs_for(algo), *stage.models],
+    }
     if stage.sections:
         spec["params"] = list(stage.sections)
     spec["outs"] = [_out(o) for o in stage.outs_for(algo)]
@@ -217,8 +234,9 @@ def _code_path(dep: str, project: Path) -> str:
     return dep
 
 
-def resolved_stage(name: str, doc: dict[str, Any], algo: str | None, params_file: str, wdir: str, project: Path,
-                   produced: set[str]) -> dict:
+def resolved_stage(
+    name: str, doc: dict[str, Any], algo: str | None, params_file: str, wdir: str, project: Path, produced: set[str]
+) -> dict:
     """A catalogue stage on the run parameters `doc`: paths filled in, run from the project root
     with SWEETFLOW_PARAMS naming the run's params file. A model that is neither a local folder nor
     produced by a stage of the same file (a hub id) is not a dep."""
@@ -229,15 +247,19 @@ def resolved_stage(name: str, doc: dict[str, Any], algo: str | None, params_file
     spec = interpolate(spec, doc)
     spec["cmd"] = f"{PARAMS_ENV}={params_file} {spec['cmd']}"
     spec["wdir"] = wdir
-    spec["deps"] = [_code_path(d, project) for d in spec["deps"]
-                    if d not in models or d in produced or (project / d).is_dir() or Path(d).is_dir()]
+    spec["deps"] = [
+        _code_path(d, project)
+        for d in spec["deps"]
+        if d not in models or d in produced or (project / d).is_dir() or Path(d).is_dir()
+    ]
     if spec.get("params"):
         spec["params"] = [{params_file: spec["params"]}]
     return spec
 
 
-def write_stages(folder: Path, names: Sequence[str], doc: dict[str, Any], algo: str | None = None,
-                 project: Path = Path(".")) -> Path:
+def write_stages(
+    folder: Path, names: Sequence[str], doc: dict[str, Any], algo: str | None = None, project: Path = Path(".")
+) -> Path:
     """folder/params.yaml (`doc`) and folder/dvc.yaml (the named stages on it), rewritten only when they
     change, so that DVC sees no change in a re-run; returns the dvc.yaml path."""
     (project / folder).mkdir(parents=True, exist_ok=True)
@@ -246,15 +268,17 @@ def write_stages(folder: Path, names: Sequence[str], doc: dict[str, Any], algo: 
     produced = {o for n in names for o in interpolate([o.path for o in STAGES[n].outs_for(algo)], doc)}
     stages = {n: resolved_stage(n, doc, algo, params_file, wdir, project, produced) for n in names}
     _write_if_changed(project / params_file, yaml.safe_dump(doc, sort_keys=False))
-    _write_if_changed(project / folder / "dvc.yaml", "# generated by sweetflow from the stage catalogue\n"
-                      + yaml.safe_dump({"stages": stages}, sort_keys=False, width=120))
+    _write_if_changed(
+        project / folder / "dvc.yaml",
+        "# generated by sweetflow from the stage catalogue\n"
+        + yaml.safe_dump({"stages": stages}, sort_keys=False, width=120),
+    )
     return folder / "dvc.yaml"
 
 
 def write_iteration(plan: RunPlan, k: int, start: str, project: Path = Path(".")) -> Path:
     """iter-k/params.yaml and iter-k/dvc.yaml for an iteration starting from the model `start`."""
-    return write_stages(plan.iteration_dir(k), plan.stages(k), iteration_doc(plan, k, start), plan.algo.value,
-                        project)
+    return write_stages(plan.iteration_dir(k), plan.stages(k), iteration_doc(plan, k, start), plan.algo.value, project)
 
 
 def _write_if_changed(path: Path, text: str) -> None:

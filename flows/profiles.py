@@ -2,10 +2,12 @@
 
 params.yaml holds the base values of every section and, under `profiles:`, each profile's
 partial overlay (`default`: the embedded CPU run, the base itself plus its overlay if params.yaml
-has one; `smoke`: the tiny test run; `gpu-8b`: the authors' setting). A run's parameters are: base, then the profile's overlay, then the `-S` overrides, in
-that order, deep-merged key by key. Every section is then validated by its stage's config model,
-and all errors are reported together, so a bad value fails before any heavy work starts.
+has one; `smoke`: the tiny test run; `gpu-8b`: the authors' setting). A run's parameters are:
+base, then the profile's overlay, then the `-S` overrides, in that order, deep-merged key by key.
+Every section is then validated by its stage's config model, and all errors are reported
+together, so a bad value fails before any heavy work starts.
 """
+
 from __future__ import annotations
 
 import copy

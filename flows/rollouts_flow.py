@@ -6,17 +6,17 @@ beside a generated `<out_dir>/dvc.yaml` holding the catalogue's rollouts stage, 
 in its own process (vLLM's memory is returned when it ends; an unchanged re-run is skipped) and
 logged by the one tracker (flows/tracking.py). Runs on Prefect's ephemeral API: no server needed.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
 
 from prefect import flow, get_run_logger, task
-from pydantic import Field
 
 from components.config.sections import EpisodeSection, RolloutsConfig, check_rollouts
 from components.tracking import store as tracking
-from flows.plan import ROLLOUTS, write_stages
 from flows.options import EPISODE_FIELDS, flow_params
+from flows.plan import ROLLOUTS, write_stages
 from flows.steps import check_step_folder, dvc_repro, format_table, step_doc
 from flows.tracking import track_stage
 
@@ -24,8 +24,11 @@ SECTIONS = ("data", "episode", "rollouts")
 
 
 RolloutsParams = flow_params(
-    "RolloutsParams", "Parameters of the rollouts flow; None keeps the params.yaml value (shown as a form in the UI).",
-    RolloutsConfig, (*EPISODE_FIELDS, "per_task", "seed"))
+    "RolloutsParams",
+    "Parameters of the rollouts flow; None keeps the params.yaml value (shown as a form in the UI).",
+    RolloutsConfig,
+    (*EPISODE_FIELDS, "per_task", "seed"),
+)
 
 
 def resolve(params: RolloutsParams) -> dict:
@@ -44,8 +47,15 @@ def rollouts_step(dvc_yaml: Path) -> bool:
 @task(name="track")
 def track_step(dvc_yaml: Path, ran: bool, doc: dict) -> dict:
     cfg = doc["rollouts"]
-    return track_stage(dvc_yaml, ROLLOUTS, ran, None, tracking.experiment_id(cfg["experiment"]),
-                       f"rollouts {Path(cfg['model']).name} k={cfg['per_task']}", {})
+    return track_stage(
+        dvc_yaml,
+        ROLLOUTS,
+        ran,
+        None,
+        tracking.experiment_id(cfg["experiment"]),
+        f"rollouts {Path(cfg['model']).name} k={cfg['per_task']}",
+        {},
+    )
 
 
 def summary_table(metrics: dict) -> str:
@@ -61,8 +71,9 @@ def summary_table(metrics: dict) -> str:
         ("answered", f"{metrics['answered_rate']:.3f}"),
     ]
     if "episodes_per_s" in metrics:
-        rows.append(("speed", f"{metrics['episodes_per_s']:.2f} episodes/s, "
-                              f"{metrics['agent_tokens_per_s']:.0f} agent tokens/s"))
+        rows.append(
+            ("speed", f"{metrics['episodes_per_s']:.2f} episodes/s, {metrics['agent_tokens_per_s']:.0f} agent tokens/s")
+        )
     return format_table(rows)
 
 

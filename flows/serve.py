@@ -12,6 +12,7 @@ Flows are resolved lazily by import path (FLOWS), so a flow module that is missi
 clear error only when that flow is asked for. The flow parameters are pydantic models, so the
 deployment's parameter schema gives the UI a form. Wiring only: no pipeline logic here.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -62,10 +63,10 @@ def cron_schedule(cron: str, timezone: str | None = None):
     try:
         return CronSchedule(cron=cron, timezone=timezone)
     except ValidationError as exc:
-        hint = (" (cron has 5 fields: minute hour day-of-month month day-of-week, e.g. \"0 2 * * *\" for "
-                "02:00 every day)")
-        details = "; ".join(err["msg"].removeprefix("Value error, ") + (hint if err["loc"] == ("cron",) else "")
-                            for err in exc.errors())
+        hint = ' (cron has 5 fields: minute hour day-of-month month day-of-week, e.g. "0 2 * * *" for 02:00 every day)'
+        details = "; ".join(
+            err["msg"].removeprefix("Value error, ") + (hint if err["loc"] == ("cron",) else "") for err in exc.errors()
+        )
         raise ServeError(f"invalid schedule: {details}") from exc
 
 
@@ -83,8 +84,12 @@ def build_deployment(key: str, cron: str, name: str | None = None, timezone: str
 
     schedule = cron_schedule(cron, timezone)
     flow = load_flow(key)
-    return flow.to_deployment(name=deployment_name(key, name), schedules=[schedule], tags=[*TAGS, key],
-                              entrypoint_type=EntrypointType.MODULE_PATH)
+    return flow.to_deployment(
+        name=deployment_name(key, name),
+        schedules=[schedule],
+        tags=[*TAGS, key],
+        entrypoint_type=EntrypointType.MODULE_PATH,
+    )
 
 
 def register(deployment: "RunnerDeployment") -> UUID:
@@ -123,12 +128,17 @@ def ensure_process_pool(pool: str) -> None:
         try:
             found = client.read_work_pool(pool)
         except ObjectNotFound:
-            client.create_work_pool(WorkPoolCreate(name=pool, type="process",
-                                                   base_job_template=ProcessWorker.get_default_base_job_template()))
+            client.create_work_pool(
+                WorkPoolCreate(
+                    name=pool, type="process", base_job_template=ProcessWorker.get_default_base_job_template()
+                )
+            )
             return
     if found.type != "process":
-        raise ServeError(f"work pool '{pool}' has type '{found.type}'; sweetflow deploys to a 'process' pool "
-                         f"(runs in this checkout, no image): choose another name")
+        raise ServeError(
+            f"work pool '{pool}' has type '{found.type}'; sweetflow deploys to a 'process' pool "
+            f"(runs in this checkout, no image): choose another name"
+        )
 
 
 def deploy_to_pool(key: str, cron: str, pool: str, name: str | None = None, timezone: str | None = None) -> UUID:
@@ -145,8 +155,16 @@ def deploy_to_pool(key: str, cron: str, pool: str, name: str | None = None, time
     entrypoint = _process_entrypoint(key)
     ensure_process_pool(pool)
     flow = Flow.from_source(source=str(REPO), entrypoint=entrypoint)
-    return flow.deploy(name=deployment_name(key, name), work_pool_name=pool, schedules=[schedule],
-                       tags=[*TAGS, key], build=False, push=False, print_next_steps=False, ignore_warnings=True)
+    return flow.deploy(
+        name=deployment_name(key, name),
+        work_pool_name=pool,
+        schedules=[schedule],
+        tags=[*TAGS, key],
+        build=False,
+        push=False,
+        print_next_steps=False,
+        ignore_warnings=True,
+    )
 
 
 def resolve_api_url(api_url: str | None = None) -> str:
@@ -158,9 +176,11 @@ def resolve_api_url(api_url: str | None = None) -> str:
 
     url = (api_url or PREFECT_API_URL.value() or DEFAULT_API_URL).rstrip("/")
     if not healthy(f"{url}/health", timeout=5):
-        raise ServeError(f"no Prefect server answers at {url}: start one with `sweetflow ui` (or `prefect server "
-                         f"start`), or point PREFECT_API_URL / --api-url at yours. Scheduled runs are created by "
-                         f"the server's scheduler, which Prefect's ephemeral API does not run.")
+        raise ServeError(
+            f"no Prefect server answers at {url}: start one with `sweetflow ui` (or `prefect server "
+            f"start`), or point PREFECT_API_URL / --api-url at yours. Scheduled runs are created by "
+            f"the server's scheduler, which Prefect's ephemeral API does not run."
+        )
     return url
 
 

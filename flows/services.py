@@ -6,6 +6,7 @@ Each server runs in its own process group (session), so stopping it reaches the 
 Ports are checked before anything starts; health is an HTTP GET on loopback (proxies bypassed)
 that must answer 2xx/3xx. Subprocess only: no Prefect or MLflow import here.
 """
+
 from __future__ import annotations
 
 import os
@@ -125,8 +126,15 @@ def _launch(service: Service, log_dir: Path) -> Running:
     log_path = log_dir / f"{service.name}.log"
     log_file = open(log_path, "wb")  # this start only: the tail shown on errors is this run's
     try:
-        proc = subprocess.Popen(service.cmd, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env={**os.environ, **service.env}, cwd=service.cwd, start_new_session=True)
+        proc = subprocess.Popen(
+            service.cmd,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, **service.env},
+            cwd=service.cwd,
+            start_new_session=True,
+        )
     except OSError as exc:
         log_file.close()
         raise ServiceError(f"{service.name}: cannot run {service.cmd[0]}: {exc}") from exc
@@ -134,8 +142,10 @@ def _launch(service: Service, log_dir: Path) -> Running:
 
 
 def _died_message(running: Running) -> str:
-    return (f"{running.service.name} exited with code {running.proc.returncode}; last lines of "
-            f"{running.log_path}:\n{running.log_tail()}")
+    return (
+        f"{running.service.name} exited with code {running.proc.returncode}; last lines of "
+        f"{running.log_path}:\n{running.log_tail()}"
+    )
 
 
 def _wait_healthy(started: Sequence[Running], timeout: float) -> None:
@@ -149,8 +159,10 @@ def _wait_healthy(started: Sequence[Running], timeout: float) -> None:
                 pending.remove(run)
         if pending and time.monotonic() > deadline:
             run = pending[0]
-            raise ServiceError(f"{run.service.name} did not answer {run.service.health_url} within {timeout:.0f} s; "
-                               f"last lines of {run.log_path}:\n{run.log_tail()}")
+            raise ServiceError(
+                f"{run.service.name} did not answer {run.service.health_url} within {timeout:.0f} s; "
+                f"last lines of {run.log_path}:\n{run.log_tail()}"
+            )
         if pending:
             time.sleep(0.25)
 
@@ -159,8 +171,13 @@ def check_ports(services: Sequence[Service]) -> None:
     """Raise ServiceError naming every service whose port is already taken."""
     taken = [s for s in services if port_in_use(s.host, s.port)]
     if taken:
-        raise ServiceError("; ".join(f"port {s.port} on {s.host} is already in use (needed by {s.name}): stop "
-                                     f"what holds it or choose another port" for s in taken))
+        raise ServiceError(
+            "; ".join(
+                f"port {s.port} on {s.host} is already in use (needed by {s.name}): stop "
+                f"what holds it or choose another port"
+                for s in taken
+            )
+        )
 
 
 @contextmanager
@@ -192,6 +209,7 @@ def wait_any(started: Sequence[Running], poll: float = 0.5) -> Running:
 @contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
     """Within the block, SIGTERM raises KeyboardInterrupt (so Ctrl-C and `kill` stop the same way)."""
+
     def _raise(signum, frame):
         raise KeyboardInterrupt
 
@@ -202,8 +220,9 @@ def sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def supervise(services: Sequence[Service], log_dir: Path, timeout: float = 120.0,
-              on_ready=lambda started: None) -> None:
+def supervise(
+    services: Sequence[Service], log_dir: Path, timeout: float = 120.0, on_ready=lambda started: None
+) -> None:
     """Start the services, call on_ready, and block until Ctrl-C/SIGTERM (clean stop, returns) or
     until one service dies (the others are stopped, ServiceError raised)."""
     with sigterm_as_interrupt():
@@ -216,20 +235,46 @@ def supervise(services: Sequence[Service], log_dir: Path, timeout: float = 120.0
             return
 
 
-def ui_services(repo: Path, prefect_port: int = 4200, mlflow_port: int = 5000,
-                host: str = "127.0.0.1") -> list[Service]:
+def ui_services(
+    repo: Path, prefect_port: int = 4200, mlflow_port: int = 5000, host: str = "127.0.0.1"
+) -> list[Service]:
     """The Prefect server (UI + API) and the MLflow tracking server over the project's store."""
     repo = Path(repo).resolve()
     store = repo / "mlflow"
     (store / "artifacts").mkdir(parents=True, exist_ok=True)
     prefect = Service(
-        name="prefect", port=prefect_port, host=host, health_path="/api/health", ui_path="/",
+        name="prefect",
+        port=prefect_port,
+        host=host,
+        health_path="/api/health",
+        ui_path="/",
         cmd=[sys.executable, "-m", "prefect", "server", "start", "--host", host, "--port", str(prefect_port)],
-        env={"PREFECT_SERVER_ANALYTICS_ENABLED": "false"}, cwd=repo)
+        env={"PREFECT_SERVER_ANALYTICS_ENABLED": "false"},
+        cwd=repo,
+    )
     mlflow = Service(
-        name="mlflow", port=mlflow_port, host=host, health_path="/health", ui_path="/",
-        cmd=[sys.executable, "-m", "mlflow", "server", "--host", host, "--port", str(mlflow_port),
-             "--backend-store-uri", f"sqlite:///{store / 'mlflow.db'}",
-             "--default-artifact-root", str(store / "artifacts"), "--workers", "1"],
-        env={"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}, cwd=repo)
+        name="mlflow",
+        port=mlflow_port,
+        host=host,
+        health_path="/health",
+        ui_path="/",
+        cmd=[
+            sys.executable,
+            "-m",
+            "mlflow",
+            "server",
+            "--host",
+            host,
+            "--port",
+            str(mlflow_port),
+            "--backend-store-uri",
+            f"sqlite:///{store / 'mlflow.db'}",
+            "--default-artifact-root",
+            str(store / "artifacts"),
+            "--workers",
+            "1",
+        ],
+        env={"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
+        cwd=repo,
+    )
     return [prefect, mlflow]

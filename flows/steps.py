@@ -3,23 +3,18 @@ params document and generated dvc.yaml, `dvc repro` of one stage in its own proc
 and torch memory is returned when the step ends), the registry gate after an evaluation, and the
 end-of-run summary table. Wiring only: the flows read back nothing but the files a stage declares.
 """
+
 from __future__ import annotations
 
-import json
 import os
-import signal
-import subprocess
 import sys
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Sequence
 
-from pydantic import BaseModel, Field
-
+from components.config.sections import PARAMS, ConfigError, read_params
 from components.tracking import registry
 from components.tracking import store as tracking
-from components.config.sections import PARAMS, ConfigError, read_params
-from components.data.records import Trajectory, read_jsonl
 
 
 def step_doc(sections: Sequence[str], overrides: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -28,9 +23,13 @@ def step_doc(sections: Sequence[str], overrides: dict[str, dict[str, Any]]) -> d
     from flows.profiles import deep_merge, validate
 
     base = read_params(PARAMS)
-    doc = {name: deep_merge(base.get(name) or {}, {k: v if not isinstance(v, Path) else str(v)
-                                                   for k, v in overrides.get(name, {}).items() if v is not None})
-           for name in sections}
+    doc = {
+        name: deep_merge(
+            base.get(name) or {},
+            {k: v if not isinstance(v, Path) else str(v) for k, v in overrides.get(name, {}).items() if v is not None},
+        )
+        for name in sections
+    }
     models = validate(doc)
     return {name: models[name].model_dump(mode="json") for name in sections}
 
@@ -38,11 +37,15 @@ def step_doc(sections: Sequence[str], overrides: dict[str, dict[str, Any]]) -> d
 def check_step_folder(folder: Path) -> None:
     """A step's dvc.yaml lives in its output folder, which must lie inside this DVC project."""
     if not Path(".dvc").is_dir():
-        raise ConfigError(f"{Path.cwd()} is not a DVC project: run sweetflow from the sweetflow checkout "
-                          "(or a folder set up with `git init && dvc init`)")
+        raise ConfigError(
+            f"{Path.cwd()} is not a DVC project: run sweetflow from the sweetflow checkout "
+            "(or a folder set up with `git init && dvc init`)"
+        )
     if not folder.resolve().is_relative_to(Path.cwd().resolve()):
-        raise ConfigError(f"output folder {folder} lies outside the project {Path.cwd()}: DVC tracks a step's "
-                          "outputs inside its project; give a folder inside it")
+        raise ConfigError(
+            f"output folder {folder} lies outside the project {Path.cwd()}: DVC tracks a step's "
+            "outputs inside its project; give a folder inside it"
+        )
 
 
 def registry_gate(model: str, run_id: str, metrics: dict) -> dict | None:
@@ -55,13 +58,23 @@ def registry_gate(model: str, run_id: str, metrics: dict) -> dict | None:
         return None
     tracking.configure()
     result = registry.gate(Path(model), run_id, metrics)
-    get_run_logger().info("registry: %s v%s %s (%s)", registry.MODEL_NAME, result.version,
-                          "promoted to champion" if result.promoted else "kept as candidate", result.reason)
+    get_run_logger().info(
+        "registry: %s v%s %s (%s)",
+        registry.MODEL_NAME,
+        result.version,
+        "promoted to champion" if result.promoted else "kept as candidate",
+        result.reason,
+    )
     return asdict(result)
 
 
-_DVC_GIT_HINTS = ("To track the changes with git", "git add ", "To enable auto staging", "core.autostage",
-                  "Use `dvc push`")
+_DVC_GIT_HINTS = (
+    "To track the changes with git",
+    "git add ",
+    "To enable auto staging",
+    "core.autostage",
+    "Use `dvc push`",
+)
 
 
 def dvc_repro(dvc_yaml: Path, stage: str, *, log_path: Path | None = None) -> bool:
@@ -82,8 +95,14 @@ def dvc_repro(dvc_yaml: Path, stage: str, *, log_path: Path | None = None) -> bo
     log_path = Path(dvc_yaml).parent / "logs" / f"{stage}.log" if log_path is None else Path(log_path)
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     skip = "didn't change, skipping"
-    result = run_logged([sys.executable, "-m", "dvc", "repro", "--single-item", f"{dvc_yaml}:{stage}"], log_path,
-                        env, watch=(skip,), show=(skip, "skipping run, checking out outputs"), hide=_DVC_GIT_HINTS)
+    result = run_logged(
+        [sys.executable, "-m", "dvc", "repro", "--single-item", f"{dvc_yaml}:{stage}"],
+        log_path,
+        env,
+        watch=(skip,),
+        show=(skip, "skipping run, checking out outputs"),
+        hide=_DVC_GIT_HINTS,
+    )
     if result.returncode != 0:
         raise RuntimeError(f"stage {dvc_yaml}:{stage} failed with exit code {result.returncode} (log: {log_path})")
     return skip not in result.seen

@@ -7,6 +7,7 @@ metrics, its declared artifacts as files (each must exist), its per-step JSONL a
 and its trajectories as readable sample dialogues. CORY stages also get one eval run per
 iteration and agent (flows/cory_tracking.py).
 """
+
 from __future__ import annotations
 
 import json
@@ -21,10 +22,20 @@ from components.tracking import store as tracking
 from flows.plan import interpolate
 
 
-def log_nested_run(experiment_id: str, parent: str | None, name: str, config: dict[str, Any], metrics: dict,
-                   tags: dict[str, str], files: Sequence[Path] = (), curves: Path | None = None,
-                   dialogues: Path | None = None, sample_dialogues: int = 0, curve_step: str = "step",
-                   curve_prefix: str = "train/") -> str:
+def log_nested_run(
+    experiment_id: str,
+    parent: str | None,
+    name: str,
+    config: dict[str, Any],
+    metrics: dict,
+    tags: dict[str, str],
+    files: Sequence[Path] = (),
+    curves: Path | None = None,
+    dialogues: Path | None = None,
+    sample_dialogues: int = 0,
+    curve_step: str = "step",
+    curve_prefix: str = "train/",
+) -> str:
     """A nested MLflow run under `parent` (a top-level run when None): config as params, metrics,
     `files` as artifacts, every numeric value of every row of a JSONL file (`curves`: a
     train_metrics.jsonl, or CORY's iterations.jsonl) as a metric curve `<curve_prefix><key>` by the
@@ -36,18 +47,23 @@ def log_nested_run(experiment_id: str, parent: str | None, name: str, config: di
     import mlflow
     from mlflow.entities import Metric
 
-    with mlflow.start_run(experiment_id=experiment_id, run_name=name, nested=parent is not None,
-                          parent_run_id=parent, tags=tags) as run:
+    with mlflow.start_run(
+        experiment_id=experiment_id, run_name=name, nested=parent is not None, parent_run_id=parent, tags=tags
+    ) as run:
         mlflow.log_params(tracking.flatten(config))
         mlflow.log_metrics(tracking.numeric(metrics))
         for path in files:
             mlflow.log_artifact(str(path))
         if curves is not None and curves.exists():
             rows = [json.loads(line) for line in curves.read_text().splitlines() if line.strip()]
-            curve = [Metric(f"{curve_prefix}{k}", float(v), 0, int(r[curve_step])) for r in rows
-                     for k, v in r.items() if k != curve_step and isinstance(v, (int, float))]
+            curve = [
+                Metric(f"{curve_prefix}{k}", float(v), 0, int(r[curve_step]))
+                for r in rows
+                for k, v in r.items()
+                if k != curve_step and isinstance(v, (int, float))
+            ]
             for start in range(0, len(curve), 900):
-                mlflow.tracking.MlflowClient().log_batch(run.info.run_id, metrics=curve[start:start + 900])
+                mlflow.tracking.MlflowClient().log_batch(run.info.run_id, metrics=curve[start : start + 900])
             mlflow.log_artifact(str(curves))
         if dialogues is not None and sample_dialogues and dialogues.exists():
             trajs = list(read_jsonl(dialogues, Trajectory))[:sample_dialogues]
@@ -67,8 +83,9 @@ def stage_files(stage: str, doc: dict[str, Any]) -> tuple[Path, list[Path]]:
     return metrics, files
 
 
-def track_stage(dvc_yaml: Path, stage: str, ran: bool, parent: str | None, experiment: str, run_name: str,
-                tags: dict[str, str]) -> dict[str, Any]:
+def track_stage(
+    dvc_yaml: Path, stage: str, ran: bool, parent: str | None, experiment: str, run_name: str, tags: dict[str, str]
+) -> dict[str, Any]:
     """The MLflow run of `stage` of the generated `dvc_yaml` (its params file beside it); returns
     the run id and the stage's metrics."""
     from flows.cory_tracking import track_cory
@@ -79,15 +96,28 @@ def track_stage(dvc_yaml: Path, stage: str, ran: bool, parent: str | None, exper
     metrics = json.loads(metrics_path.read_text())
     log = folder / "logs" / f"{stage}.log"  # everything the step printed (flows/console.py)
     files += [log] if log.exists() else []
-    tags = tracking.provenance_tags(folder) | {
-        "sweetflow.kind": "eval" if spec.kind == Kind.eval else "stage", "sweetflow.stage": stage,
-        "sweetflow.skipped": str(not ran).lower()} | tags
+    tags = (
+        tracking.provenance_tags(folder)
+        | {
+            "sweetflow.kind": "eval" if spec.kind == Kind.eval else "stage",
+            "sweetflow.stage": stage,
+            "sweetflow.skipped": str(not ran).lower(),
+        }
+        | tags
+    )
     if spec.kind == Kind.cory:
-        return {"run_id": track_cory(doc, metrics, files, run_name, parent, experiment, tags),
-                "metrics": metrics}
+        return {"run_id": track_cory(doc, metrics, files, run_name, parent, experiment, tags), "metrics": metrics}
     sample = int(interpolate(f"${{{spec.sample_key}}}", doc)) if spec.sample_key else 0
-    run_id = log_nested_run(experiment, parent, run_name, {s: doc[s] for s in spec.sections}, metrics, tags,
-                            files=files, curves=Path(interpolate(spec.curves, doc)) if spec.curves else None,
-                            dialogues=Path(interpolate(spec.dialogues, doc)) if spec.dialogues else None,
-                            sample_dialogues=sample)
+    run_id = log_nested_run(
+        experiment,
+        parent,
+        run_name,
+        {s: doc[s] for s in spec.sections},
+        metrics,
+        tags,
+        files=files,
+        curves=Path(interpolate(spec.curves, doc)) if spec.curves else None,
+        dialogues=Path(interpolate(spec.dialogues, doc)) if spec.dialogues else None,
+        sample_dialogues=sample,
+    )
     return {"run_id": run_id, "metrics": metrics}

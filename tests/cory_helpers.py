@@ -3,6 +3,7 @@
 The tiny test model answers with noise, so the real reward is almost always 0 and PPO would see
 no signal; `parity_reward` (1 when the answer text has an odd length) gives every batch a mix.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,10 +34,21 @@ def write_gsm8k(folder: Path) -> tuple[Path, Path]:
 def tiny_config(model_dir: Path, tmp_path: Path, **overrides) -> CoryConfig:
     """A CORY config that runs an iteration of the tiny model in about a second."""
     train, test = write_gsm8k(tmp_path / "gsm8k")
-    values = {"model": str(model_dir), "train_file": train, "test_file": test, "out_dir": tmp_path / "run",
-              "iterations": 1, "questions_per_iteration": 2, "minibatch_size": 2, "eval_questions": 2,
-              "max_new_tokens": 5, "lr": 1e-2, "engine": "hf", "save_merged": False,
-              "lora": {"r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"]}}
+    values = {
+        "model": str(model_dir),
+        "train_file": train,
+        "test_file": test,
+        "out_dir": tmp_path / "run",
+        "iterations": 1,
+        "questions_per_iteration": 2,
+        "minibatch_size": 2,
+        "eval_questions": 2,
+        "max_new_tokens": 5,
+        "lr": 1e-2,
+        "engine": "hf",
+        "save_merged": False,
+        "lora": {"r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"]},
+    }
     values.update(overrides)
     return CoryConfig(**values)
 

@@ -13,13 +13,14 @@ advantage 0.38 for the deciding question vs 0.40 for the other-topic one.)
 Trajectories carry real chat-template token ids built like the rollout driver builds them
 (components.episodes.tokens), so the critic and actor code paths are the production ones.
 """
+
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass
 
-from components.data.tasks import BackendTask
 from components.data.records import Trajectory, Turn
+from components.data.tasks import BackendTask
 from components.episodes.tokens import DialogueTokens
 
 TOPICS = ["threshold", "separator", "prefix", "timeout", "currency", "encoding"]
@@ -32,15 +33,22 @@ def deciding(topic: str) -> str:
     return f"What {topic} should I use?"
 
 
-DISTRACTORS = ["Can you give me an example call?", "What should the function be named?",
-               "Do you prefer tabs or spaces?"]
+DISTRACTORS = [
+    "Can you give me an example call?",
+    "What should the function be named?",
+    "Do you prefer tabs or spaces?",
+]
 
 
 def make_task(topic: str, value: int) -> BackendTask:
     code = f"def solve(x):\n    {topic} = {value}\n    return x"
-    return BackendTask(problem_description=f"Write a function that needs a {topic}. It is {value}? "
-                                           "The signature of the function is: def solve(x)",
-                       ground_truth=code, hidden_information=code, test_cases={"test1": "solve(1)"})
+    return BackendTask(
+        problem_description=f"Write a function that needs a {topic}. It is {value}? "
+        "The signature of the function is: def solve(x)",
+        ground_truth=code,
+        hidden_information=code,
+        test_cases={"test1": "solve(1)"},
+    )
 
 
 @dataclass
@@ -65,17 +73,37 @@ def episode(tokenizer, task: BackendTask, index: int, actions: list[str], sample
     for k, action in enumerate(actions + [ANSWER]):
         response = tokenizer.encode(action, add_special_tokens=False) + [eos]
         last = k == len(actions)
-        turns.append(Turn(index=k, action=action, prompt_ids=prompt, response_ids=response,
-                          response_logprobs=[0.0] * len(response), observation=None if last else REPLY))
+        turns.append(
+            Turn(
+                index=k,
+                action=action,
+                prompt_ids=prompt,
+                response_ids=response,
+                response_logprobs=[0.0] * len(response),
+                observation=None if last else REPLY,
+            )
+        )
         messages.append({"role": "assistant", "content": action})
         if not last:
             messages.append({"role": "user", "content": REPLY})
             prompt, _ = tokens.extend(prompt + response, messages)
     topic = task.ground_truth.split("\n")[1].split("=")[0].strip()
     success = deciding(topic) in actions
-    return Trajectory(task_id=task.task_id, task_index=index, run_seed=0, sample=sample, seed=sample,
-                      messages=messages, turns=turns, answer=ANSWER, answered=True, score=float(success),
-                      passed=int(success), total=1, success=success)
+    return Trajectory(
+        task_id=task.task_id,
+        task_index=index,
+        run_seed=0,
+        sample=sample,
+        seed=sample,
+        messages=messages,
+        turns=turns,
+        answer=ANSWER,
+        answered=True,
+        score=float(success),
+        passed=int(success),
+        total=1,
+        success=success,
+    )
 
 
 def rollouts(tokenizer, world: World, per_task: int, questions: int, seed: int) -> list[Trajectory]:

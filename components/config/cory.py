@@ -12,6 +12,7 @@ a profile that follows the paper sets `cory.lr` per run (`-S cory.lr=1e-5` with 
 Contradictions (a minibatch larger than an agent's batch, or one that does not divide it) are
 rejected when the section is loaded.
 """
+
 from __future__ import annotations
 
 from enum import Enum
@@ -25,63 +26,95 @@ from components.config.training import LoraSection
 
 class CoryAlgo(str, Enum):
     cory = "cory"  # pioneer + observer, collective reward, role exchange every T iterations
-    ppo = "ppo"    # single-agent PPO on the query-only prompt (the paper's baseline)
+    ppo = "ppo"  # single-agent PPO on the query-only prompt (the paper's baseline)
 
 
 class CoryEngine(str, Enum):
     auto = "auto"  # vllm where vLLM imports, else hf (see components.cory.serving)
-    hf = "hf"      # transformers, generating with the in-memory training model (no reload)
+    hf = "hf"  # transformers, generating with the in-memory training model (no reload)
     vllm = "vllm"  # vLLM, given each agent's merged weights after its updates (see vllm_sync)
 
 
 class VllmSync(str, Enum):
     inplace = "inplace"  # one engine; its weights are reloaded in place from the agent's merged folder
-    reload = "reload"    # one engine per agent, rebuilt from its merged folder after every update
+    reload = "reload"  # one engine per agent, rebuilt from its merged folder after every update
 
 
 class CoryConfig(_Section):
     """One CORY (or single-agent PPO) training run on GSM8K."""
 
-    model: str = Field("models/smollm2-135m-instruct", description="base model (HF folder); frozen, it is "
-                       "also the KL reference pi_0")
+    model: str = Field(
+        "models/smollm2-135m-instruct", description="base model (HF folder); frozen, it is also the KL reference pi_0"
+    )
     algo: CoryAlgo = Field(CoryAlgo.cory, description="cory (two agents) | ppo (one agent, the baseline)")
-    iterations: int = Field(6, ge=1, description="PPO iterations (paper: 100); 6 on CPU so that one role "
-                            "exchange happens with exchange_every 5")
-    questions_per_iteration: int = Field(4, ge=1, description="training questions drawn per iteration (paper: "
-                                         "batch 32). CORY answers each twice (pioneer, observer); PPO samples "
-                                         "two answers per question, so both generate the same number of answers")
+    iterations: int = Field(
+        6,
+        ge=1,
+        description="PPO iterations (paper: 100); 6 on CPU so that one role exchange happens with exchange_every 5",
+    )
+    questions_per_iteration: int = Field(
+        4,
+        ge=1,
+        description="training questions drawn per iteration (paper: "
+        "batch 32). CORY answers each twice (pioneer, observer); PPO samples "
+        "two answers per question, so both generate the same number of answers",
+    )
     train_file: Path = Field(Path("data/gsm8k/train.jsonl"), description="GSM8K training questions (JSONL)")
     test_file: Path = Field(Path("data/gsm8k/test.jsonl"), description="GSM8K test questions (JSONL)")
-    eval_questions: int = Field(8, ge=1, description="evaluation slice: the first N questions of test_file, "
-                                "the same every iteration")
+    eval_questions: int = Field(
+        8, ge=1, description="evaluation slice: the first N questions of test_file, the same every iteration"
+    )
     max_new_tokens: int = Field(128, ge=1, description="tokens per sampled answer (train and eval)")
-    temperature: float = Field(1.0, gt=0.0, le=5.0, description="rollout sampling temperature (PPO needs "
-                               "sampling; log-probs are always the model's own, temperature 1)")
+    temperature: float = Field(
+        1.0,
+        gt=0.0,
+        le=5.0,
+        description="rollout sampling temperature (PPO needs "
+        "sampling; log-probs are always the model's own, temperature 1)",
+    )
     eval_temperature: float = Field(0.0, ge=0.0, le=5.0, description="evaluation temperature (0 = greedy)")
-    chat_template: bool = Field(True, description="wrap each prompt as one user message in the model's chat "
-                                "template (instruct models); false: the raw 'Question: ... Answer:' text")
+    chat_template: bool = Field(
+        True,
+        description="wrap each prompt as one user message in the model's chat "
+        "template (instruct models); false: the raw 'Question: ... Answer:' text",
+    )
     eta: float = Field(0.01, ge=0.0, description="KL coefficient of the per-token penalty (paper: 0.01)")
-    lr: float = Field(1e-4, gt=0.0, le=1.0, description="AdamW learning rate of every agent (paper: 1e-4 CORY, "
-                      "1e-5 PPO; one field, set per run)")
+    lr: float = Field(
+        1e-4,
+        gt=0.0,
+        le=1.0,
+        description="AdamW learning rate of every agent (paper: 1e-4 CORY, 1e-5 PPO; one field, set per run)",
+    )
     ppo_epochs: int = Field(2, ge=1, description="passes over an iteration's samples (TRL default: 4)")
-    minibatch_size: int = Field(4, ge=1, description="samples per optimizer step; must divide an agent's "
-                                "samples per iteration (questions_per_iteration, x2 for ppo)")
+    minibatch_size: int = Field(
+        4,
+        ge=1,
+        description="samples per optimizer step; must divide an agent's "
+        "samples per iteration (questions_per_iteration, x2 for ppo)",
+    )
     clip: float = Field(0.2, gt=0.0, lt=1.0, description="policy ratio clip epsilon (paper: 0.2)")
     value_clip: float = Field(0.2, gt=0.0, description="value clip range around the rollout values (0.2)")
     vf_coef: float = Field(0.1, ge=0.0, description="weight of the value loss (TRL: 0.1)")
     gamma: float = Field(1.0, ge=0.0, le=1.0, description="discount (paper: 1)")
     lam: float = Field(0.95, ge=0.0, le=1.0, description="GAE lambda (paper: 0.95)")
     grad_clip: float = Field(1.0, gt=0.0, description="max gradient norm per agent step")
-    exchange_every: int = Field(5, ge=1, description="CORY: swap pioneer and observer every T iterations "
-                                "(paper: 5); ignored by ppo")
-    lora: LoraSection = Field(default_factory=LoraSection, description="each agent's LoRA adapter on the "
-                              "shared frozen base (r, alpha, dropout, target_modules)")
+    exchange_every: int = Field(
+        5, ge=1, description="CORY: swap pioneer and observer every T iterations (paper: 5); ignored by ppo"
+    )
+    lora: LoraSection = Field(
+        default_factory=LoraSection,
+        description="each agent's LoRA adapter on the shared frozen base (r, alpha, dropout, target_modules)",
+    )
     engine: CoryEngine = Field(CoryEngine.auto, description="auto | hf | vllm: the generation engine")
-    vllm_sync: VllmSync = Field(VllmSync.inplace, description="vllm: how the engine gets an agent's new weights: "
-                                "inplace (reload into the running engine, ~4 s on CPU) | reload (rebuild, ~42 s)")
+    vllm_sync: VllmSync = Field(
+        VllmSync.inplace,
+        description="vllm: how the engine gets an agent's new weights: "
+        "inplace (reload into the running engine, ~4 s on CPU) | reload (rebuild, ~42 s)",
+    )
     generation_batch_size: int = Field(16, ge=1, description="hf engine: prompts per generate batch")
-    dtype: str = Field("auto", pattern="^(auto|float32|bfloat16)$", description="training dtype (auto: bf16 "
-                       "on GPU, fp32 on CPU)")
+    dtype: str = Field(
+        "auto", pattern="^(auto|float32|bfloat16)$", description="training dtype (auto: bf16 on GPU, fp32 on CPU)"
+    )
     seed: int = Field(0, description="seed of the LoRA/value-head init, question draws, sampling, minibatches")
     out_dir: Path = Field(Path("runs/cory"), description="output folder (see components.stages.cory)")
     save_merged: bool = Field(False, description="also write each agent as a merged HF folder at the end")
@@ -95,14 +128,20 @@ class CoryConfig(_Section):
     def _consistent(self) -> CoryConfig:
         n = self.samples_per_agent
         if self.minibatch_size > n:
-            raise ValueError(f"minibatch_size ({self.minibatch_size}) exceeds an agent's samples per iteration "
-                             f"({n} = questions_per_iteration{' x 2 for ppo' if self.algo == CoryAlgo.ppo else ''})")
+            raise ValueError(
+                f"minibatch_size ({self.minibatch_size}) exceeds an agent's samples per iteration "
+                f"({n} = questions_per_iteration{' x 2 for ppo' if self.algo == CoryAlgo.ppo else ''})"
+            )
         if n % self.minibatch_size:
-            raise ValueError(f"minibatch_size ({self.minibatch_size}) must divide an agent's samples per "
-                             f"iteration ({n}), so that every optimizer step sees a full minibatch")
+            raise ValueError(
+                f"minibatch_size ({self.minibatch_size}) must divide an agent's samples per "
+                f"iteration ({n}), so that every optimizer step sees a full minibatch"
+            )
         if self.train_file == self.test_file:
-            raise ValueError(f"train_file and test_file are the same file ({self.train_file}): the evaluation "
-                             "would measure training questions")
+            raise ValueError(
+                f"train_file and test_file are the same file ({self.train_file}): the evaluation "
+                "would measure training questions"
+            )
         return self
 
     def fingerprint(self) -> dict:

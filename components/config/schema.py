@@ -1,15 +1,31 @@
 """Every params.yaml section and the config model that validates it (the sections' one registry)."""
+
 from __future__ import annotations
 
 from pydantic import BaseModel
 
 from components.config.cory import CoryConfig
 from components.config.sections import DataConfig, EpisodeSection, EvalConfig, ModelConfig, RolloutsConfig
-from components.config.training import (ActorConfig, CandidatesConfig, CriticConfig, PairsConfig, RankingConfig,
-                                        TrainConfig)
+from components.config.training import (
+    ActorConfig,
+    CandidatesConfig,
+    CriticConfig,
+    PairsConfig,
+    RankingConfig,
+    TrainConfig,
+)
 
 SECTIONS: dict[str, type[BaseModel]] = {
-    "data": DataConfig, "model": ModelConfig, "episode": EpisodeSection, "eval": EvalConfig,
-    "rollouts": RolloutsConfig, "train": TrainConfig, "pairs": PairsConfig, "critic": CriticConfig,
-    "candidates": CandidatesConfig, "ranking": RankingConfig, "actor": ActorConfig, "cory": CoryConfig,
+    "data": DataConfig,
+    "model": ModelConfig,
+    "episode": EpisodeSection,
+    "eval": EvalConfig,
+    "rollouts": RolloutsConfig,
+    "train": TrainConfig,
+    "pairs": PairsConfig,
+    "critic": CriticConfig,
+    "candidates": CandidatesConfig,
+    "ranking": RankingConfig,
+    "actor": ActorConfig,
+    "cory": CoryConfig,
 }

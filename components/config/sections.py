@@ -4,6 +4,7 @@ Values come from params.yaml and are overridden by CLI flags / flow parameters. 
 contradictory or out-of-range values are rejected at load time with a message naming the field
 (DESIGN.md convention 3).
 """
+
 from __future__ import annotations
 
 import os
@@ -35,8 +36,12 @@ class _Section(BaseModel):
 
 
 class DataConfig(_Section):
-    source: str = Field("dvc", pattern="^(dvc|hub)$", description="dvc: the DVC-tracked test file, split by "
-                        "hash; hub: the official train/test files from `sweetflow data pull --from-hub`")
+    source: str = Field(
+        "dvc",
+        pattern="^(dvc|hub)$",
+        description="dvc: the DVC-tracked test file, split by "
+        "hash; hub: the official train/test files from `sweetflow data pull --from-hub`",
+    )
     backend_tasks: Path = Field(Path("data/colbench/backend_test.jsonl"), description="ColBench backend tasks")
     hub_dir: Path = Field(Path("data/colbench/hub"), description="where --from-hub puts the official files")
     eval_fraction: float = Field(0.2, gt=0.0, lt=1.0, description="share of tasks in the eval split")
@@ -75,10 +80,18 @@ class EpisodeStageConfig(_Section):
     and which tasks they play. Eval and rollouts extend it (their `split` defaults differ)."""
 
     model: str = Field("models/smollm2-135m-instruct", description="agent: HF folder or hub id")
-    engine: str = Field("auto", pattern="^(auto|vllm|hf|openai)$", description="agent engine: auto (vllm when importable, else hf) | vllm | hf | openai")
+    engine: str = Field(
+        "auto",
+        pattern="^(auto|vllm|hf|openai)$",
+        description="agent engine: auto (vllm when importable, else hf) | vllm | hf | openai",
+    )
     simulator: SimulatorKind = Field(SimulatorKind.retrieval, description="simulated human: llm | retrieval")
-    simulator_model: str | None = Field(None, description="llm simulator: model folder or OpenAI-compatible URL; None = the agent's engine")
-    simulator_engine: str | None = Field(None, pattern="^(auto|vllm|hf|openai)$", description="engine of the simulator model; None = the agent's")
+    simulator_model: str | None = Field(
+        None, description="llm simulator: model folder or OpenAI-compatible URL; None = the agent's engine"
+    )
+    simulator_engine: str | None = Field(
+        None, pattern="^(auto|vllm|hf|openai)$", description="engine of the simulator model; None = the agent's"
+    )
     split: Split = Field(Split.eval, description="task split played")
     limit: int | None = Field(8, ge=1, description="number of tasks (the split's first ones); None = whole split")
 
@@ -109,12 +122,14 @@ class EvalConfig(EpisodeStageConfig):
 class RolloutsConfig(EpisodeStageConfig):
     """SWEET-RL step 1: K sampled, scored trajectories per task of the training split."""
 
-    split: Split = Field(Split.train, description="task split sampled (train: eval/all would train on "
-                        "held-out tasks)")
+    split: Split = Field(Split.train, description="task split sampled (train: eval/all would train on held-out tasks)")
     per_task: int = Field(3, ge=1, description="trajectories sampled per task (K; authors' scripts: 3)")
     seed: int = Field(0, description="run seed; each episode's seed derives from it, the task and the sample")
-    offline: Path | None = Field(None, description="a scored trajectories.jsonl to train on instead of sampling "
-                                 "(the paper's offline setting); the pipeline uses it for iteration 1 only")
+    offline: Path | None = Field(
+        None,
+        description="a scored trajectories.jsonl to train on instead of sampling "
+        "(the paper's offline setting); the pipeline uses it for iteration 1 only",
+    )
     out_dir: Path = Field(Path("runs/rollouts"), description="output folder")
     experiment: str = Field("sweetflow-rollouts", min_length=1, description="MLflow experiment")
     sample_dialogues: int = Field(5, ge=0, description="dialogues rendered into MLflow")
@@ -123,8 +138,10 @@ class RolloutsConfig(EpisodeStageConfig):
 def check_rollouts(cfg: RolloutsConfig, episode: EpisodeSection) -> None:
     """Contradictions across sections: K > 1 samples of a task at temperature 0 are K copies."""
     if cfg.per_task > 1 and episode.temperature == 0:
-        raise ConfigError(f"rollouts.per_task is {cfg.per_task} but episode.temperature is 0: greedy decoding "
-                          "gives the same trajectory K times; raise the temperature or set per_task 1")
+        raise ConfigError(
+            f"rollouts.per_task is {cfg.per_task} but episode.temperature is 0: greedy decoding "
+            "gives the same trajectory K times; raise the temperature or set per_task 1"
+        )
 
 
 def read_params(path: Path | None = None) -> dict[str, Any]:
@@ -135,8 +152,7 @@ def read_params(path: Path | None = None) -> dict[str, Any]:
     return yaml.safe_load(Path(path).read_text()) or {}
 
 
-def load_section(model: type[C], section: str, overrides: dict[str, Any] | None = None,
-                 path: Path | None = None) -> C:
+def load_section(model: type[C], section: str, overrides: dict[str, Any] | None = None, path: Path | None = None) -> C:
     """Validate params.yaml[section] updated with the non-None `overrides`."""
     path = params_file() if path is None else path
     values = dict(read_params(path).get(section) or {})

@@ -9,32 +9,32 @@ The defaults equal params.yaml's base sections (tests/unit/test_config_defaults.
 embedded CPU run; the authors' hyper-parameters (ALGORITHMS.md, SWEET-RL 3 and 7) are noted beside
 each field and are the gpu-8b profile's values.
 """
+
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import Field, model_validator
 
-from components.config.sections import ConfigError, _Section, load_section
+from components.config.sections import _Section
 from components.lm.advantage import Normalize
 
 
 class Algo(str, Enum):
-    sweet = "sweet"   # critic-ranked turn-level DPO (SWEET-RL)
-    mtdpo = "mtdpo"   # multi-turn DPO on trajectory pairs, no critic
-    rft = "rft"       # rejection fine-tuning: SFT on successful trajectories
+    sweet = "sweet"  # critic-ranked turn-level DPO (SWEET-RL)
+    mtdpo = "mtdpo"  # multi-turn DPO on trajectory pairs, no critic
+    rft = "rft"  # rejection fine-tuning: SFT on successful trajectories
 
 
 class LoraSection(_Section):
     r: int = Field(16, ge=1, description="LoRA rank")
     alpha: int = Field(32, ge=1, description="LoRA scaling numerator")
     dropout: float = Field(0.0, ge=0.0, lt=1.0, description="LoRA dropout")
-    target_modules: list[str] = Field(["q_proj", "k_proj", "v_proj", "o_proj"], min_length=1,
-                                      description="modules that get adapters")
+    target_modules: list[str] = Field(
+        ["q_proj", "k_proj", "v_proj", "o_proj"], min_length=1, description="modules that get adapters"
+    )
 
 
 class OptimConfig(_Section):
@@ -44,8 +44,12 @@ class OptimConfig(_Section):
     The defaults are params.yaml's `actor.optim` (the CPU-sized values); `critic_optim()` is
     params.yaml's `critic.optim`. The authors' values are in the descriptions and the gpu-8b profile."""
 
-    lr: float = Field(1e-5, gt=0.0, le=1.0, description="peak learning rate (authors: 2e-7, 8B models and "
-                      "15k trajectories; the gpu-8b profile)")
+    lr: float = Field(
+        1e-5,
+        gt=0.0,
+        le=1.0,
+        description="peak learning rate (authors: 2e-7, 8B models and 15k trajectories; the gpu-8b profile)",
+    )
     epochs: int = Field(1, ge=1, description="passes over the training examples (authors: critic 4, actor 1)")
     max_steps: int | None = Field(None, ge=1, description="stop after this many optimizer steps")
     batch_size: int = Field(8, ge=1, description="examples per optimizer step")
@@ -65,8 +69,9 @@ class OptimConfig(_Section):
     @model_validator(mode="after")
     def _accumulation(self) -> "OptimConfig":
         if self.batch_size % self.micro_batch_size:
-            raise ValueError(f"batch_size ({self.batch_size}) must be a multiple of micro_batch_size "
-                             f"({self.micro_batch_size})")
+            raise ValueError(
+                f"batch_size ({self.batch_size}) must be a multiple of micro_batch_size ({self.micro_batch_size})"
+            )
         if not all(0.0 <= b < 1.0 for b in self.adam_betas):
             raise ValueError(f"adam_betas must lie in [0, 1), got {self.adam_betas}")
         return self
@@ -83,8 +88,12 @@ def actor_optim() -> OptimConfig:
 
 
 class PairsConfig(_Section):
-    min_chosen_score: float = Field(1.0, ge=0.0, le=1.0, description="a task gives trajectory pairs only "
-                                    "when its best trajectory reaches this score (authors: 1.0)")
+    min_chosen_score: float = Field(
+        1.0,
+        ge=0.0,
+        le=1.0,
+        description="a task gives trajectory pairs only when its best trajectory reaches this score (authors: 1.0)",
+    )
     per_state: int = Field(4, ge=1, description="turn pairs per state: upper half vs lower half (authors: 4)")
     seed: int = Field(0, description="seed of the turn-pair draw")
 
@@ -134,8 +143,12 @@ class CriticConfig(_Section):
 
 class CandidatesConfig(_Section):
     engine: str = Field("auto", pattern="^(auto|vllm|hf|openai)$", description="sampling engine")
-    fraction: float = Field(0.1, gt=0.0, le=1.0, description="share of trajectories whose turns are used "
-                            "(authors: 10%, against DPO over-fitting)")
+    fraction: float = Field(
+        0.1,
+        gt=0.0,
+        le=1.0,
+        description="share of trajectories whose turns are used (authors: 10%, against DPO over-fitting)",
+    )
     per_state: int = Field(16, ge=2, description="candidate actions per turn state (authors: 16)")
     temperature: float = Field(1.0, gt=0.0, le=5.0, description="sampling temperature")
     max_tokens: int = Field(256, ge=1, description="tokens per candidate")
@@ -144,12 +157,15 @@ class CandidatesConfig(_Section):
 
 class Baseline(str, Enum):
     reference = "reference"  # paper: frozen initial critic, with c
-    actor = "actor"          # authors' code: the actor's own log-prob, without c
+    actor = "actor"  # authors' code: the actor's own log-prob, without c
 
 
 class RankingConfig(_Section):
-    baseline: Baseline = Field(Baseline.reference, description="reference (paper: the frozen initial critic, "
-                               "with c) | actor (authors' code: the actor's own mean log-prob, without c)")
+    baseline: Baseline = Field(
+        Baseline.reference,
+        description="reference (paper: the frozen initial critic, "
+        "with c) | actor (authors' code: the actor's own mean log-prob, without c)",
+    )
     max_batch: int = Field(16, ge=1, description="candidates per forward pass (sharing the state's cache)")
 
 

@@ -17,6 +17,7 @@ Roles: `roles_at` is a pure function of the iteration: agent0 is the pioneer for
 answer first; each agent keeps its adapter, value head AND optimizer state (the authors' code
 re-creates its trainers at every exchange and so loses the Adam moments).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -69,8 +70,13 @@ class AgentPool:
         self.tokenizer = AutoTokenizer.from_pretrained(cfg.model)
         base = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=dtype)
         base.requires_grad_(False)
-        lora = LoraConfig(r=cfg.lora.r, lora_alpha=cfg.lora.alpha, lora_dropout=cfg.lora.dropout,
-                          target_modules=list(cfg.lora.target_modules), task_type="CAUSAL_LM")
+        lora = LoraConfig(
+            r=cfg.lora.r,
+            lora_alpha=cfg.lora.alpha,
+            lora_dropout=cfg.lora.dropout,
+            target_modules=list(cfg.lora.target_modules),
+            task_type="CAUSAL_LM",
+        )
         torch.manual_seed(cfg.seed)  # LoRA A matrices are random; B starts at zero
         self.model = get_peft_model(base, lora, adapter_name=names[0])
         for name in names[1:]:
@@ -107,10 +113,14 @@ class AgentPool:
         """Adapters, value heads and optimizer states of every agent (what a checkpoint holds)."""
         from peft import get_peft_model_state_dict
 
-        return {name: {"adapter": get_peft_model_state_dict(self.model, adapter_name=name),
-                       "value_head": agent.value_head.state_dict(),
-                       "optimizer": agent.optimizer.state_dict()}
-                for name, agent in self.agents.items()}
+        return {
+            name: {
+                "adapter": get_peft_model_state_dict(self.model, adapter_name=name),
+                "value_head": agent.value_head.state_dict(),
+                "optimizer": agent.optimizer.state_dict(),
+            }
+            for name, agent in self.agents.items()
+        }
 
     def load_state_dict(self, state: dict) -> None:
         from peft import set_peft_model_state_dict

@@ -14,6 +14,7 @@ the query-only prompt. Per agent:
 The answers' seeds depend only on the run seed and the question, so every iteration answers the
 same questions with the same random streams.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -26,9 +27,18 @@ from components.engines.base import Generation, SamplingConfig
 from components.episodes.driver import derive_seed
 
 
-def evaluate_agent(server: PolicyServer, pool: AgentPool, agent: str, rows: Sequence[GSM8KRow], *,
-                   sampling: SamplingConfig, chat_template: bool, eta: float, seed: int, chunk: int
-                   ) -> tuple[dict[str, float], list[Generation]]:
+def evaluate_agent(
+    server: PolicyServer,
+    pool: AgentPool,
+    agent: str,
+    rows: Sequence[GSM8KRow],
+    *,
+    sampling: SamplingConfig,
+    chat_template: bool,
+    eta: float,
+    seed: int,
+    chunk: int,
+) -> tuple[dict[str, float], list[Generation]]:
     """(metrics, answers) of `agent` alone on `rows`; see the module docstring for the metrics."""
     engine = server.engine_for(agent)
     prompts = [encode_prompt(pool.tokenizer, query_prompt(r.question), chat_template) for r in rows]
@@ -41,6 +51,12 @@ def evaluate_agent(server: PolicyServer, pool: AgentPool, agent: str, rows: Sequ
     kl = exact.sum(-1).mean().item()
     mean_reward = sum(correct) / len(correct)
     tokens = sum(len(g.token_ids) for g in gens)
-    return {"pass_at_1": sum(c == 1.0 for c in correct) / len(correct), "reward": mean_reward, "kl": kl,
-            "kl_sampled": sampled.sum(-1).mean().item(), "objective": mean_reward - eta * kl,
-            "response_tokens": tokens / len(gens), "tokens": float(tokens)}, gens
+    return {
+        "pass_at_1": sum(c == 1.0 for c in correct) / len(correct),
+        "reward": mean_reward,
+        "kl": kl,
+        "kl_sampled": sampled.sum(-1).mean().item(),
+        "objective": mean_reward - eta * kl,
+        "response_tokens": tokens / len(gens),
+        "tokens": float(tokens),
+    }, gens

@@ -17,6 +17,7 @@ Prompts: the pioneer sees the question; the observer sees the question, then "Re
 answer>", then "Answer:" (the paper's GSM8K format). Evaluation uses either agent alone with the
 query-only prompt, which is the pioneer prompt.
 """
+
 from __future__ import annotations
 
 import re

@@ -11,6 +11,7 @@ The RLHF form of PPO (Ziegler et al. 2019; TRL's PPOTrainer), which CORY runs pe
 Rewards are not whitened or scaled (TRL's defaults). Train mode (LoRA dropout) is on during the
 steps only; rollouts and scoring run in eval mode.
 """
+
 from __future__ import annotations
 
 import random
@@ -18,8 +19,8 @@ from collections.abc import Sequence
 
 import torch
 
-from components.cory.agents import AgentPool
 from components.config.cory import CoryConfig
+from components.cory.agents import AgentPool
 from components.cory.ppo_losses import (
     gae,
     kl_penalized_rewards,
@@ -35,8 +36,9 @@ def _row_sums(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return torch.where(mask, x, torch.zeros_like(x)).sum(-1)
 
 
-def _step(pool: AgentPool, agent: str, mb: PolicyBatch, old: dict[str, torch.Tensor], cfg: CoryConfig
-          ) -> dict[str, float]:
+def _step(
+    pool: AgentPool, agent: str, mb: PolicyBatch, old: dict[str, torch.Tensor], cfg: CoryConfig
+) -> dict[str, float]:
     """One optimizer step on minibatch `mb` (old: rollout log-probs, values, advantages, returns)."""
     state = pool.agents[agent]
     logps, values = forward(pool.model, state.value_head, mb)
@@ -48,12 +50,19 @@ def _step(pool: AgentPool, agent: str, mb: PolicyBatch, old: dict[str, torch.Ten
     grad_norm = torch.nn.utils.clip_grad_norm_(state.parameters(), cfg.grad_clip)
     state.optimizer.step()
     state.optimizer.zero_grad(set_to_none=True)
-    return {"policy_loss": p_loss.item(), "value_loss": v_loss.item(), "clipfrac": clipfrac.item(),
-            "value_clipfrac": v_clipfrac.item(), "approx_kl": approx_kl.item(), "grad_norm": float(grad_norm)}
+    return {
+        "policy_loss": p_loss.item(),
+        "value_loss": v_loss.item(),
+        "clipfrac": clipfrac.item(),
+        "value_clipfrac": v_clipfrac.item(),
+        "approx_kl": approx_kl.item(),
+        "grad_norm": float(grad_norm),
+    }
 
 
-def ppo_update(pool: AgentPool, agent: str, samples: Sequence[Sample], cfg: CoryConfig, iteration: int
-               ) -> dict[str, float]:
+def ppo_update(
+    pool: AgentPool, agent: str, samples: Sequence[Sample], cfg: CoryConfig, iteration: int
+) -> dict[str, float]:
     """Train `agent` on its `samples`; return the iteration's means (losses, KL, rewards...)."""
     pad = pool.tokenizer.pad_token_id if pool.tokenizer.pad_token_id is not None else pool.tokenizer.eos_token_id
     batch = collate([(s.prompt_ids, s.response_ids) for s in samples], pad, pool.device)
@@ -73,17 +82,20 @@ def ppo_update(pool: AgentPool, agent: str, samples: Sequence[Sample], cfg: Cory
             order = list(range(len(samples)))
             random.Random(derive_seed(cfg.seed, "minibatches", iteration, agent, epoch)).shuffle(order)
             for start in range(0, len(order), cfg.minibatch_size):
-                index = torch.tensor(order[start:start + cfg.minibatch_size], device=pool.device)
+                index = torch.tensor(order[start : start + cfg.minibatch_size], device=pool.device)
                 mb_old = {k: v[index] for k, v in old.items()}
                 steps.append(_step(pool, agent, batch.rows(index), mb_old, cfg))
     finally:
         pool.model.eval()
     means = {k: sum(s[k] for s in steps) / len(steps) for k in steps[0]}
-    return {"task_reward": task.mean().item(),
-            "correct": sum(s.correct for s in samples) / len(samples),
-            "kl": kl.mean().item(),
-            "nonscore_reward": (-cfg.eta * kl).mean().item(),
-            "response_tokens": batch.mask.sum(-1).float().mean().item(),
-            "value_mean": torch.where(batch.mask, values, 0).sum().item() / batch.mask.sum().item(),
-            "engine_logprob_gap": sum(engine_gap) / max(len(engine_gap), 1),
-            "optimizer_steps": float(len(steps)), **means}
+    return {
+        "task_reward": task.mean().item(),
+        "correct": sum(s.correct for s in samples) / len(samples),
+        "kl": kl.mean().item(),
+        "nonscore_reward": (-cfg.eta * kl).mean().item(),
+        "response_tokens": batch.mask.sum(-1).float().mean().item(),
+        "value_mean": torch.where(batch.mask, values, 0).sum().item() / batch.mask.sum().item(),
+        "engine_logprob_gap": sum(engine_gap) / max(len(engine_gap), 1),
+        "optimizer_steps": float(len(steps)),
+        **means,
+    }

@@ -20,6 +20,7 @@ are replaced before any arithmetic, so whatever they hold (even inf/NaN) changes
 fully masked batch gives 0, not NaN. Means are over all unmasked tokens of the batch (token-level,
 as in TRL), not per row then over rows.
 """
+
 from __future__ import annotations
 
 import torch
@@ -43,25 +44,27 @@ def last_token_index(mask: Tensor) -> Tensor:
     return torch.where(mask.bool(), positions, torch.zeros_like(positions)).max(dim=-1).values
 
 
-def kl_penalized_rewards(task_reward: Tensor, logprobs: Tensor, ref_logprobs: Tensor,
-                         mask: Tensor, eta: float) -> Tensor:
+def kl_penalized_rewards(
+    task_reward: Tensor, logprobs: Tensor, ref_logprobs: Tensor, mask: Tensor, eta: float
+) -> Tensor:
     """Per-token rewards (B, T): -eta * (logprobs - ref_logprobs), plus `task_reward` (B,) at each
     row's last unmasked token; 0 on padding. A row with no unmasked token gets no reward at all.
     The result is detached: rewards are constants for the PPO update."""
     if task_reward.shape != mask.shape[:1]:
-        raise ValueError(f"task_reward must have shape {tuple(mask.shape[:1])} (one per row), "
-                         f"got {tuple(task_reward.shape)}")
+        raise ValueError(
+            f"task_reward must have shape {tuple(mask.shape[:1])} (one per row), got {tuple(task_reward.shape)}"
+        )
     mask = mask.bool()
     kl = _zero_padding(logprobs.detach() - ref_logprobs.detach(), mask)
     rewards = -eta * kl
     has_tokens = mask.any(dim=-1)
-    bonus = torch.where(has_tokens, task_reward.detach().to(rewards.dtype),
-                        torch.zeros_like(task_reward, dtype=rewards.dtype))
+    bonus = torch.where(
+        has_tokens, task_reward.detach().to(rewards.dtype), torch.zeros_like(task_reward, dtype=rewards.dtype)
+    )
     return rewards.scatter_add(-1, last_token_index(mask).unsqueeze(-1), bonus.unsqueeze(-1))
 
 
-def gae(rewards: Tensor, values: Tensor, mask: Tensor, gamma: float = 1.0, lam: float = 0.95
-        ) -> tuple[Tensor, Tensor]:
+def gae(rewards: Tensor, values: Tensor, mask: Tensor, gamma: float = 1.0, lam: float = 0.95) -> tuple[Tensor, Tensor]:
     """(advantages, returns), each (B, T) and detached, by GAE over right-padded rows.
 
     The value after a row's last unmasked token is 0 and padding contributes nothing; both
@@ -97,8 +100,9 @@ def whiten(x: Tensor, mask: Tensor, shift_mean: bool = True) -> Tensor:
     return _zero_padding(out, mask)
 
 
-def policy_loss(logprobs: Tensor, old_logprobs: Tensor, advantages: Tensor, mask: Tensor,
-                clip: float = 0.2) -> tuple[Tensor, Tensor, Tensor]:
+def policy_loss(
+    logprobs: Tensor, old_logprobs: Tensor, advantages: Tensor, mask: Tensor, clip: float = 0.2
+) -> tuple[Tensor, Tensor, Tensor]:
     """(loss, clipfrac, approx_kl): the clipped PPO surrogate as a masked token mean.
 
     clipfrac is the share of tokens where the clipped term is the one used; approx_kl is the
@@ -117,8 +121,9 @@ def policy_loss(logprobs: Tensor, old_logprobs: Tensor, advantages: Tensor, mask
     return loss, clipfrac, approx_kl
 
 
-def value_loss(values: Tensor, old_values: Tensor, returns: Tensor, mask: Tensor,
-               clip: float = 0.2) -> tuple[Tensor, Tensor]:
+def value_loss(
+    values: Tensor, old_values: Tensor, returns: Tensor, mask: Tensor, clip: float = 0.2
+) -> tuple[Tensor, Tensor]:
     """(loss, clipfrac): 0.5 * masked token mean of the larger of the unclipped and clipped
     squared errors; clipfrac is the share of tokens where the clipped error is the larger."""
     mask = mask.bool()

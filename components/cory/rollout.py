@@ -18,6 +18,7 @@ starts at the same column P and one `logits_to_keep` slice scores all of them; `
 the agent's log-probs, its value estimates and the reference (adapters disabled) log-probs of each
 response token, all at temperature 1.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -28,8 +29,8 @@ import torch
 from components.cory.agents import OBSERVER, PIONEER, POLICY, AgentPool
 from components.cory.gsm8k import GSM8KRow, observer_prompt, query_prompt, reward
 from components.engines.base import Engine, Generation, SamplingConfig
-from components.lm.logprobs import token_logprobs
 from components.episodes.driver import derive_seed
+from components.lm.logprobs import token_logprobs
 
 EngineFor = Callable[[str], Engine]  # agent name -> an engine serving that agent's current weights
 
@@ -38,14 +39,14 @@ EngineFor = Callable[[str], Engine]  # agent name -> an engine serving that agen
 class Sample:
     """One answer an agent generated, with what it is trained on."""
 
-    question: int          # index of the question in the iteration's draw
-    role: str              # pioneer | observer | policy
+    question: int  # index of the question in the iteration's draw
+    role: str  # pioneer | observer | policy
     agent: str
     prompt_ids: list[int]
     response_ids: list[int]
     text: str
-    correct: float         # r(q, a) of this answer alone
-    task_reward: float     # the reward PPO maximises (CORY: collective r(q,a1) + r(q,a2))
+    correct: float  # r(q, a) of this answer alone
+    task_reward: float  # the reward PPO maximises (CORY: collective r(q,a1) + r(q,a2))
     engine_logprobs: list[float]
 
 
@@ -58,8 +59,7 @@ def encode_prompt(tokenizer, text: str, chat_template: bool) -> list[int]:
     return tokenizer.encode(text, add_special_tokens=False)
 
 
-def _generate(engine: Engine, prompts: list[list[int]], sampling: SamplingConfig, seeds: list[int]
-              ) -> list[Generation]:
+def _generate(engine: Engine, prompts: list[list[int]], sampling: SamplingConfig, seeds: list[int]) -> list[Generation]:
     out = engine.generate(prompts, sampling, seeds)
     for gen in out:
         if not gen.token_ids:
@@ -67,36 +67,69 @@ def _generate(engine: Engine, prompts: list[list[int]], sampling: SamplingConfig
     return out
 
 
-def cory_samples(engine_for: EngineFor, roles: dict[str, str], rows: Sequence[GSM8KRow], sampling: SamplingConfig,
-                 chat_template: bool, seed: int, iteration: int) -> list[Sample]:
+def cory_samples(
+    engine_for: EngineFor,
+    roles: dict[str, str],
+    rows: Sequence[GSM8KRow],
+    sampling: SamplingConfig,
+    chat_template: bool,
+    seed: int,
+    iteration: int,
+) -> list[Sample]:
     """Pioneer answers, then observer answers that see them; both with the collective reward."""
     pioneer, observer = roles[PIONEER], roles[OBSERVER]
     engine = engine_for(pioneer)
     tok = engine.tokenizer
     p_prompts = [encode_prompt(tok, query_prompt(r.question), chat_template) for r in rows]
-    p_gens = _generate(engine, p_prompts, sampling, [derive_seed(seed, iteration, PIONEER, i) for i in range(len(rows))])
+    p_gens = _generate(
+        engine, p_prompts, sampling, [derive_seed(seed, iteration, PIONEER, i) for i in range(len(rows))]
+    )
     engine = engine_for(observer)
     o_prompts = [encode_prompt(tok, observer_prompt(r.question, g.text), chat_template) for r, g in zip(rows, p_gens)]
-    o_gens = _generate(engine, o_prompts, sampling, [derive_seed(seed, iteration, OBSERVER, i) for i in range(len(rows))])
+    o_gens = _generate(
+        engine, o_prompts, sampling, [derive_seed(seed, iteration, OBSERVER, i) for i in range(len(rows))]
+    )
     samples: list[Sample] = []
     for i, row in enumerate(rows):
         r1, r2 = reward(p_gens[i].text, row.gold), reward(o_gens[i].text, row.gold)
-        samples.append(Sample(i, PIONEER, pioneer, p_prompts[i], p_gens[i].token_ids, p_gens[i].text, r1, r1 + r2,
-                              p_gens[i].logprobs))
-        samples.append(Sample(i, OBSERVER, observer, o_prompts[i], o_gens[i].token_ids, o_gens[i].text, r2, r1 + r2,
-                              o_gens[i].logprobs))
+        samples.append(
+            Sample(
+                i, PIONEER, pioneer, p_prompts[i], p_gens[i].token_ids, p_gens[i].text, r1, r1 + r2, p_gens[i].logprobs
+            )
+        )
+        samples.append(
+            Sample(
+                i,
+                OBSERVER,
+                observer,
+                o_prompts[i],
+                o_gens[i].token_ids,
+                o_gens[i].text,
+                r2,
+                r1 + r2,
+                o_gens[i].logprobs,
+            )
+        )
     return samples
 
 
-def ppo_samples(engine_for: EngineFor, roles: dict[str, str], rows: Sequence[GSM8KRow], sampling: SamplingConfig,
-                chat_template: bool, seed: int, iteration: int) -> list[Sample]:
+def ppo_samples(
+    engine_for: EngineFor,
+    roles: dict[str, str],
+    rows: Sequence[GSM8KRow],
+    sampling: SamplingConfig,
+    chat_template: bool,
+    seed: int,
+    iteration: int,
+) -> list[Sample]:
     """Two answers per question from the query-only prompt, each rewarded with its own r(q, a)."""
     agent = roles[POLICY]
     engine = engine_for(agent)
     prompts = [encode_prompt(engine.tokenizer, query_prompt(r.question), chat_template) for r in rows]
     jobs = [(i, k) for i in range(len(rows)) for k in range(2)]
-    gens = _generate(engine, [prompts[i] for i, _ in jobs], sampling,
-                     [derive_seed(seed, iteration, POLICY, i, k) for i, k in jobs])
+    gens = _generate(
+        engine, [prompts[i] for i, _ in jobs], sampling, [derive_seed(seed, iteration, POLICY, i, k) for i, k in jobs]
+    )
     samples = []
     for (i, _), gen in zip(jobs, gens):
         r = reward(gen.text, rows[i].gold)
@@ -108,16 +141,22 @@ def ppo_samples(engine_for: EngineFor, roles: dict[str, str], rows: Sequence[GSM
 class PolicyBatch:
     """[left-padded prompt | right-padded response] rows; responses start at column `prompt_width`."""
 
-    input_ids: torch.Tensor       # (B, P + R)
+    input_ids: torch.Tensor  # (B, P + R)
     attention_mask: torch.Tensor  # (B, P + R)
-    position_ids: torch.Tensor    # (B, P + R)
-    response_ids: torch.Tensor    # (B, R)
-    mask: torch.Tensor            # (B, R) bool: true on response tokens
+    position_ids: torch.Tensor  # (B, P + R)
+    response_ids: torch.Tensor  # (B, R)
+    mask: torch.Tensor  # (B, R) bool: true on response tokens
     prompt_width: int
 
     def rows(self, index: torch.Tensor | slice) -> PolicyBatch:
-        return PolicyBatch(self.input_ids[index], self.attention_mask[index], self.position_ids[index],
-                           self.response_ids[index], self.mask[index], self.prompt_width)
+        return PolicyBatch(
+            self.input_ids[index],
+            self.attention_mask[index],
+            self.position_ids[index],
+            self.response_ids[index],
+            self.mask[index],
+            self.prompt_width,
+        )
 
 
 def collate(pairs: Sequence[tuple[list[int], list[int]]], pad_id: int, device: torch.device) -> PolicyBatch:
@@ -127,13 +166,14 @@ def collate(pairs: Sequence[tuple[list[int], list[int]]], pad_id: int, device: t
     ids = torch.full((len(pairs), width_p + width_r), pad_id, dtype=torch.long)
     attn = torch.zeros_like(ids)
     for row, (prompt, response) in enumerate(pairs):
-        ids[row, width_p - len(prompt):width_p] = torch.tensor(prompt)
-        ids[row, width_p:width_p + len(response)] = torch.tensor(response)
-        attn[row, width_p - len(prompt):width_p + len(response)] = 1
+        ids[row, width_p - len(prompt) : width_p] = torch.tensor(prompt)
+        ids[row, width_p : width_p + len(response)] = torch.tensor(response)
+        attn[row, width_p - len(prompt) : width_p + len(response)] = 1
     positions = (attn.cumsum(-1) - 1).clamp(min=0)
     mask = attn[:, width_p:].bool()
-    return PolicyBatch(ids.to(device), attn.to(device), positions.to(device), ids[:, width_p:].to(device),
-                       mask.to(device), width_p)
+    return PolicyBatch(
+        ids.to(device), attn.to(device), positions.to(device), ids[:, width_p:].to(device), mask.to(device), width_p
+    )
 
 
 def forward(model, value_head: torch.nn.Linear | None, batch: PolicyBatch) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -141,19 +181,26 @@ def forward(model, value_head: torch.nn.Linear | None, batch: PolicyBatch) -> tu
 
     The logits and hidden state at column P - 1 + t predict / value response token t."""
     width_r = batch.response_ids.shape[1]
-    out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=batch.position_ids,
-                output_hidden_states=value_head is not None, logits_to_keep=width_r + 1, use_cache=False)
+    out = model(
+        input_ids=batch.input_ids,
+        attention_mask=batch.attention_mask,
+        position_ids=batch.position_ids,
+        output_hidden_states=value_head is not None,
+        logits_to_keep=width_r + 1,
+        use_cache=False,
+    )
     logps = token_logprobs(out.logits[:, :width_r], batch.response_ids)
     if value_head is None:
         return logps, None
     start = batch.prompt_width - 1
-    hidden = out.hidden_states[-1][:, start:start + width_r]
+    hidden = out.hidden_states[-1][:, start : start + width_r]
     return logps, value_head(hidden.to(value_head.weight.dtype)).squeeze(-1)
 
 
 @torch.no_grad()
-def score(pool: AgentPool, agent: str, batch: PolicyBatch, chunk: int
-          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def score(
+    pool: AgentPool, agent: str, batch: PolicyBatch, chunk: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(log-probs, values, reference log-probs), each (B, R), in row chunks, without gradients."""
     head = pool.activate(agent).value_head
     parts: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
@@ -178,8 +225,13 @@ def kl_to_reference(pool: AgentPool, agent: str, batch: PolicyBatch, chunk: int)
     sampled, exact = [], []
     for start in range(0, batch.input_ids.shape[0], chunk):
         rows = batch.rows(slice(start, start + chunk))
-        kwargs = {"input_ids": rows.input_ids, "attention_mask": rows.attention_mask,
-                  "position_ids": rows.position_ids, "logits_to_keep": width_r + 1, "use_cache": False}
+        kwargs = {
+            "input_ids": rows.input_ids,
+            "attention_mask": rows.attention_mask,
+            "position_ids": rows.position_ids,
+            "logits_to_keep": width_r + 1,
+            "use_cache": False,
+        }
         logp = torch.log_softmax(pool.model(**kwargs).logits[:, :width_r].float(), dim=-1)
         with pool.reference():
             ref = torch.log_softmax(pool.model(**kwargs).logits[:, :width_r].float(), dim=-1)

@@ -18,6 +18,7 @@ Three ways; `cory.engine` and `cory.vllm_sync` pick one:
   build per agent and iteration; both agents keep an engine).
 `auto` picks vLLM wherever it imports (as components.engines.factory does), else hf.
 """
+
 from __future__ import annotations
 
 import logging
@@ -28,8 +29,8 @@ from typing import Any, Protocol
 
 import torch
 
-from components.cory.agents import AgentPool
 from components.config.cory import CoryEngine, VllmSync
+from components.cory.agents import AgentPool
 from components.engines.base import Engine
 
 log = logging.getLogger(__name__)
@@ -72,8 +73,15 @@ class InMemoryServer:
 class ReloadServer:
     """Rebuild an agent's engine from its merged weights after each update (see the module doc)."""
 
-    def __init__(self, pool: AgentPool, kind: str, base_model: str, work_dir: Path, seed: int,
-                 options: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        pool: AgentPool,
+        kind: str,
+        base_model: str,
+        work_dir: Path,
+        seed: int,
+        options: dict[str, Any] | None = None,
+    ) -> None:
         self.pool, self.kind, self.base_model = pool, kind, base_model
         self.work_dir, self.seed, self.options = Path(work_dir), seed, dict(options or {})
         self.engines: dict[str, Engine] = {}
@@ -112,14 +120,15 @@ def reload_in_place(engine, folder: Path) -> None:
 class InPlaceServer:
     """vllm: one engine built once; an agent is served by reloading its merged weights in place."""
 
-    def __init__(self, pool: AgentPool, base_model: str, work_dir: Path, seed: int,
-                 options: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, pool: AgentPool, base_model: str, work_dir: Path, seed: int, options: dict[str, Any] | None = None
+    ) -> None:
         self.pool, self.base_model, self.work_dir = pool, base_model, Path(work_dir)
         self.seed, self.options = seed, dict(options or {})
         self.engine: Engine | None = None
-        self.loaded: str | None = None   # the agent whose weights the engine holds
+        self.loaded: str | None = None  # the agent whose weights the engine holds
         self.exported: set[str] = set()  # agents whose folder holds their current weights
-        self.rebuild_seconds = 0.0       # building once, then every export and reload
+        self.rebuild_seconds = 0.0  # building once, then every export and reload
 
     def engine_for(self, agent: str) -> Engine:
         began = time.perf_counter()
@@ -161,8 +170,9 @@ def resolve_engine(kind: CoryEngine) -> CoryEngine:
     return CoryEngine.vllm if vllm_available() else CoryEngine.hf
 
 
-def make_server(kind: CoryEngine, sync: VllmSync, pool: AgentPool, base_model: str, work_dir: Path, seed: int,
-                max_batch_size: int) -> PolicyServer:
+def make_server(
+    kind: CoryEngine, sync: VllmSync, pool: AgentPool, base_model: str, work_dir: Path, seed: int, max_batch_size: int
+) -> PolicyServer:
     """The server for `kind` (auto resolved first) and, for vllm, `sync`."""
     kind = resolve_engine(kind)
     if kind == CoryEngine.hf:

@@ -11,6 +11,7 @@ Reads and writes under out_dir:
 A checkpoint saved under another config (`CoryConfig.fingerprint`: everything but the number of
 iterations and the output folder) is not resumed: the run starts afresh and the old files go.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,8 +37,16 @@ def save_checkpoint(out_dir: Path, pool: AgentPool, iteration: int, fingerprint:
     path = Path(out_dir) / CHECKPOINT
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    torch.save({"iteration": iteration, "config": fingerprint, "agents": pool.state_dict(),
-                "torch_rng": torch.get_rng_state(), "python_rng": random.getstate()}, tmp)
+    torch.save(
+        {
+            "iteration": iteration,
+            "config": fingerprint,
+            "agents": pool.state_dict(),
+            "torch_rng": torch.get_rng_state(),
+            "python_rng": random.getstate(),
+        },
+        tmp,
+    )
     os.replace(tmp, path)
     return path
 

@@ -9,6 +9,7 @@ Two entry points:
 Seeding: `seeds[i]` is the seed of request i, derived by the caller from the run seed, so the
 same run seed gives the same samples regardless of batch composition where the engine allows it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -13,6 +13,7 @@ Reads: nothing itself (the engines read the model folder or reach the server). W
 `options` go to the engine's constructor unchanged (see VLLMEngine, HFEngine, OpenAIEngine);
 an option the engine does not take raises TypeError naming the engine.
 """
+
 from __future__ import annotations
 
 import importlib

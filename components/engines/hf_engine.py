@@ -20,6 +20,7 @@ Conventions shared by every engine (see also vllm_engine.py, openai_engine.py):
 - `chat` renders the tokenizer's chat template with add_generation_prompt=True (`render_chat`)
   and calls `generate`.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -58,9 +59,7 @@ def sample_next(
         probs = torch.softmax(logits / sampling.temperature, dim=-1)
         if sampling.top_p < 1.0:
             probs = _top_p_filter(probs, sampling.top_p)
-        ids = torch.stack(
-            [torch.multinomial(probs[row], 1, generator=gen)[0] for row, gen in enumerate(generators)]
-        )
+        ids = torch.stack([torch.multinomial(probs[row], 1, generator=gen)[0] for row, gen in enumerate(generators)])
     return ids, raw_logprobs.gather(1, ids[:, None])[:, 0]
 
 
@@ -140,8 +139,8 @@ class HFEngine(TemplateChat):
         input_ids = torch.full((batch, width), self.pad_id, dtype=torch.long)
         mask = torch.zeros((batch, width), dtype=torch.long)
         for row, prompt in enumerate(prompts):  # left padding
-            input_ids[row, width - len(prompt):] = torch.tensor(prompt, dtype=torch.long)
-            mask[row, width - len(prompt):] = 1
+            input_ids[row, width - len(prompt) :] = torch.tensor(prompt, dtype=torch.long)
+            mask[row, width - len(prompt) :] = 1
         input_ids, mask = input_ids.to(self.device), mask.to(self.device)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         generators = [torch.Generator().manual_seed(int(s)) for s in seeds]
@@ -151,8 +150,12 @@ class HFEngine(TemplateChat):
         cache = None
         for _ in range(min(sampling.max_tokens, self.max_len - width)):  # stop at the context end
             out = self.model(
-                input_ids=input_ids, attention_mask=mask, position_ids=positions,
-                past_key_values=cache, use_cache=True, logits_to_keep=1,
+                input_ids=input_ids,
+                attention_mask=mask,
+                position_ids=positions,
+                past_key_values=cache,
+                use_cache=True,
+                logits_to_keep=1,
             )
             cache = out.past_key_values
             ids, lps = sample_next(out.logits[:, -1, :].float().cpu(), sampling, generators)

@@ -20,6 +20,7 @@ optionally a local tokenizer folder (needed for token-level `generate`). Writes:
   The constructor probes `{base_url}/models` (short timeout) so a dead server is reported before
   any work starts, and picks the served model name when none is given.
 """
+
 from __future__ import annotations
 
 import os
@@ -93,9 +94,7 @@ class OpenAIEngine:
                 if response.status_code < 400:
                     return response.json()
                 if response.status_code not in RETRY_STATUS or attempt == self.max_retries:
-                    raise RuntimeError(
-                        f"{method} {url} -> HTTP {response.status_code}: {response.text[:500]}"
-                    )
+                    raise RuntimeError(f"{method} {url} -> HTTP {response.status_code}: {response.text[:500]}")
             time.sleep(self.backoff_s * 2**attempt)
         raise AssertionError("unreachable")
 
@@ -120,8 +119,7 @@ class OpenAIEngine:
         if len(conversations) != len(seeds):
             raise ValueError(f"{len(conversations)} conversations but {len(seeds)} seeds")
         payloads = [
-            {**self._base_payload(sampling, seed), "messages": list(conv)}
-            for conv, seed in zip(conversations, seeds)
+            {**self._base_payload(sampling, seed), "messages": list(conv)} for conv, seed in zip(conversations, seeds)
         ]
 
         def one(payload: dict) -> Generation:
@@ -170,9 +168,7 @@ class OpenAIEngine:
         text = choice.get("text")
         if text is None:
             text = self.tokenizer.decode(token_ids, skip_special_tokens=True)
-        return Generation(
-            text=text, token_ids=token_ids, logprobs=logprobs, finish_reason=_finish_reason(choice)
-        )
+        return Generation(text=text, token_ids=token_ids, logprobs=logprobs, finish_reason=_finish_reason(choice))
 
     def _token_id(self, token: str) -> int:
         if token.startswith("token_id:"):

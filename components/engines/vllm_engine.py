@@ -41,6 +41,7 @@ each compiled build pays ~120 s. `python benchmarks/vllm_compile.py` (32 two-tur
 tokens a turn, 2 idle cores): build 36.8 s eager vs 120.5 s compiled, decoding 0.82x as fast,
 build + episodes 61.6 s vs 140.7 s (0.44x); eager stays ahead until a step generates ~150k tokens.
 """
+
 from __future__ import annotations
 
 import gc
@@ -48,8 +49,7 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
-from components.engines.base import Generation, SamplingConfig
-from components.engines.base import TemplateChat
+from components.engines.base import Generation, SamplingConfig, TemplateChat
 from components.engines.hf_engine import eos_token_ids
 
 CPU_ENV_DEFAULTS = {
@@ -172,9 +172,7 @@ class VLLMEngine(TemplateChat):
         for token, position in zip(token_ids, completion.logprobs or []):
             logprobs.append(float(position[token].logprob))
         if len(logprobs) != len(token_ids):
-            raise RuntimeError(
-                f"vLLM returned {len(logprobs)} log-probs for {len(token_ids)} tokens"
-            )
+            raise RuntimeError(f"vLLM returned {len(logprobs)} log-probs for {len(token_ids)} tokens")
         reason = completion.finish_reason or "length"
         return Generation(
             text=completion.text,

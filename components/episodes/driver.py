@@ -10,6 +10,7 @@ Seeds: each episode's seed is derived from the run seed, the task id and the sam
 episode samples the same way whatever else shares its batch (where the engine honours per-request
 seeds; see the engine's docstring).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -20,11 +21,11 @@ from typing import Callable, Sequence
 
 from tqdm.auto import tqdm
 
+from components.data.records import Trajectory, Turn
 from components.data.tasks import BackendTask
 from components.engines.base import Engine, Generation, SamplingConfig
 from components.episodes.protocol import agent_messages, parse_action
 from components.episodes.simulators import SimRequest, Simulator
-from components.data.records import Trajectory, Turn
 from components.episodes.tokens import DialogueTokens
 
 log = logging.getLogger(__name__)
@@ -74,16 +75,26 @@ class _Episode:
 
     def record(self, gen: Generation) -> None:
         self.turns.append(
-            Turn(index=len(self.turns), action=gen.text, prompt_ids=self.prompt_ids,
-                 response_ids=gen.token_ids, response_logprobs=gen.logprobs)
+            Turn(
+                index=len(self.turns),
+                action=gen.text,
+                prompt_ids=self.prompt_ids,
+                response_ids=gen.token_ids,
+                response_logprobs=gen.logprobs,
+            )
         )
         self.messages.append({"role": "assistant", "content": gen.text})
 
     def finish(self, answered: bool) -> Trajectory:
         return Trajectory(
-            task_id=self.job.task.task_id, task_index=self.job.task_index, run_seed=self.job.run_seed,
-            sample=self.job.sample, seed=self.job.seed,
-            messages=self.messages, turns=self.turns, answer=parse_action(self.turns[-1].action).content,
+            task_id=self.job.task.task_id,
+            task_index=self.job.task_index,
+            run_seed=self.job.run_seed,
+            sample=self.job.sample,
+            seed=self.job.seed,
+            messages=self.messages,
+            turns=self.turns,
+            answer=parse_action(self.turns[-1].action).content,
             answered=answered,
         )
 
@@ -107,8 +118,9 @@ class EpisodeDriver:
         self.tokens = DialogueTokens(agent.tokenizer)
         self.stats = DriverStats()
 
-    def run(self, jobs: Sequence[EpisodeJob], on_done: Callable[[Trajectory], None] | None = None,
-            progress: bool = True) -> list[Trajectory]:
+    def run(
+        self, jobs: Sequence[EpisodeJob], on_done: Callable[[Trajectory], None] | None = None, progress: bool = True
+    ) -> list[Trajectory]:
         """Run every job to the end; return the trajectories in job order."""
         done: dict[int, Trajectory] = {}
         bar = tqdm(total=len(jobs), desc="episodes", unit="ep", disable=not progress)
@@ -139,8 +151,14 @@ class EpisodeDriver:
         gens = self.agent.generate([ep.prompt_ids for _, ep in live], sampling, seeds)
         self.stats.agent_calls += 1
         tokens = sum(len(g.token_ids) for g in gens)
-        log.info("turn %d: %d live episodes, %d agent tokens in %.1f s (%.0f tok/s)", turn + 1, len(live),
-                 tokens, time.perf_counter() - start, tokens / max(time.perf_counter() - start, 1e-9))
+        log.info(
+            "turn %d: %d live episodes, %d agent tokens in %.1f s (%.0f tok/s)",
+            turn + 1,
+            len(live),
+            tokens,
+            time.perf_counter() - start,
+            tokens / max(time.perf_counter() - start, 1e-9),
+        )
         asking: list[tuple[int, _Episode]] = []
         for (slot, ep), gen in zip(live, gens):
             ep.record(gen)

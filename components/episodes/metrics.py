@@ -4,6 +4,7 @@ The official ColBench evaluation samples the agent at temperature 1.0 without a 
 number hides its noise. We resample *tasks* with replacement (each task's value is its mean over
 seeds), which gives the interval of the mean over the task population the split stands for.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict

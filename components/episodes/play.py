@@ -5,6 +5,7 @@ Episodes are appended to trajectories.jsonl as each ends; a re-run after a crash
 episodes already there, so nothing finished is lost or duplicated. Scoring runs once all
 episodes exist, in the sandbox (components/scoring), and rewrites the file with the scores.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,13 +15,13 @@ import time
 from pathlib import Path
 
 from components.config.sections import DataConfig, EpisodeSection, EpisodeStageConfig
+from components.data.records import Trajectory, read_resumable, write_jsonl
 from components.data.split import select
 from components.data.tasks import BackendTask, load_backend_tasks
 from components.engines.base import Engine
 from components.engines.factory import EngineKind, make_engine, resolve_kind
-from components.episodes.simulators import SimulatorKind, make_simulator
-from components.data.records import Trajectory, read_resumable, write_jsonl
 from components.episodes.driver import EpisodeConfig, EpisodeDriver, EpisodeJob
+from components.episodes.simulators import SimulatorKind, make_simulator
 from components.scoring.backend import score_answers
 
 log = logging.getLogger(__name__)
@@ -41,12 +42,16 @@ def wanted_keys(indices: list[int], seeds: list[int], samples: int = 1) -> list[
     return [(i, s, k) for s in seeds for i in indices for k in range(samples)]
 
 
-def pending_jobs(tasks: list[BackendTask], indices: list[int], seeds: list[int],
-                 done: list[Trajectory], samples: int = 1) -> list[EpisodeJob]:
+def pending_jobs(
+    tasks: list[BackendTask], indices: list[int], seeds: list[int], done: list[Trajectory], samples: int = 1
+) -> list[EpisodeJob]:
     """Episodes still to run: every (task, seed, sample < `samples`) not already in `done`."""
     finished = {(t.task_index, t.run_seed, t.sample) for t in done}
-    return [EpisodeJob(task_index=i, task=tasks[i], run_seed=s, sample=k)
-            for i, s, k in wanted_keys(indices, seeds, samples) if (i, s, k) not in finished]
+    return [
+        EpisodeJob(task_index=i, task=tasks[i], run_seed=s, sample=k)
+        for i, s, k in wanted_keys(indices, seeds, samples)
+        if (i, s, k) not in finished
+    ]
 
 
 def engine_for(kind: str, model: str, seed: int, max_model_len: int) -> Engine:
@@ -60,11 +65,18 @@ def build_driver(cfg: EpisodeStageConfig, episode: EpisodeSection, seed: int) ->
     agent = engine_for(cfg.engine, cfg.model, seed, episode.max_model_len)
     sim_engine = None
     if cfg.simulator == SimulatorKind.llm:
-        sim_engine = agent if cfg.simulator_model is None else engine_for(
-            cfg.simulator_engine or cfg.engine, cfg.simulator_model, seed, episode.max_model_len)
+        sim_engine = (
+            agent
+            if cfg.simulator_model is None
+            else engine_for(cfg.simulator_engine or cfg.engine, cfg.simulator_model, seed, episode.max_model_len)
+        )
     simulator = make_simulator(cfg.simulator, sim_engine, episode.sim_max_tokens, episode.sim_max_chars)
-    ep_cfg = EpisodeConfig(max_turns=episode.max_turns, temperature=episode.temperature,
-                           max_tokens=episode.max_tokens, max_model_len=episode.max_model_len)
+    ep_cfg = EpisodeConfig(
+        max_turns=episode.max_turns,
+        temperature=episode.temperature,
+        max_tokens=episode.max_tokens,
+        max_model_len=episode.max_model_len,
+    )
     return EpisodeDriver(agent, simulator, ep_cfg)
 
 
@@ -76,8 +88,9 @@ def close_engines(driver: EpisodeDriver) -> None:
         sim_engine.close()
 
 
-def run_episodes(cfg: EpisodeStageConfig, episode: EpisodeSection, jobs: list[EpisodeJob], traj_path: Path,
-                 seed: int) -> dict[str, float]:
+def run_episodes(
+    cfg: EpisodeStageConfig, episode: EpisodeSection, jobs: list[EpisodeJob], traj_path: Path, seed: int
+) -> dict[str, float]:
     """Run `jobs`, appending each trajectory to `traj_path` as it ends; return speed figures."""
     if not jobs:
         return {"episodes_run": 0}
@@ -89,8 +102,13 @@ def run_episodes(cfg: EpisodeStageConfig, episode: EpisodeSection, jobs: list[Ep
         close_engines(driver)
     elapsed = time.perf_counter() - start
     tokens = sum(len(turn.response_ids) for t in trajs for turn in t.turns)
-    return {"episodes_run": len(trajs), "rollout_seconds": elapsed, "episodes_per_s": len(trajs) / elapsed,
-            "agent_tokens_per_s": tokens / elapsed, "prompt_reencoded": driver.stats.prompt_reencoded}
+    return {
+        "episodes_run": len(trajs),
+        "rollout_seconds": elapsed,
+        "episodes_per_s": len(trajs) / elapsed,
+        "agent_tokens_per_s": tokens / elapsed,
+        "prompt_reencoded": driver.stats.prompt_reencoded,
+    }
 
 
 def score_trajectories(tasks: list[BackendTask], trajs: list[Trajectory]) -> list[Trajectory]:
@@ -100,8 +118,17 @@ def score_trajectories(tasks: list[BackendTask], trajs: list[Trajectory]) -> lis
     for traj, res in zip(trajs, results):
         if res.index != traj.task_index:
             raise RuntimeError(f"scorer returned task {res.index} where task {traj.task_index} was expected")
-        scored.append(traj.model_copy(update={"score": res.score, "passed": res.passed, "total": res.total,
-                                             "success": res.success, "error": res.error}))
+        scored.append(
+            traj.model_copy(
+                update={
+                    "score": res.score,
+                    "passed": res.passed,
+                    "total": res.total,
+                    "success": res.success,
+                    "error": res.error,
+                }
+            )
+        )
     return scored
 
 
@@ -116,25 +143,43 @@ def replace_trajectories(out_dir: Path, trajs: list[Trajectory]) -> Path:
 
 def write_outputs(out_dir: Path, trajs: list[Trajectory], metrics: dict) -> dict[str, Path]:
     """trajectories.jsonl (atomically replaced, now scored), scores.jsonl, metrics.json."""
-    paths = {"trajectories.jsonl": replace_trajectories(out_dir, trajs),
-             "scores.jsonl": out_dir / "scores.jsonl", "metrics.json": out_dir / "metrics.json"}
-    rows = [{"index": t.task_index, "task_id": t.task_id, "seed": t.run_seed, "score": t.score, "passed": t.passed,
-             "total": t.total, "success": t.success, "error": t.error} for t in trajs]
+    paths = {
+        "trajectories.jsonl": replace_trajectories(out_dir, trajs),
+        "scores.jsonl": out_dir / "scores.jsonl",
+        "metrics.json": out_dir / "metrics.json",
+    }
+    rows = [
+        {
+            "index": t.task_index,
+            "task_id": t.task_id,
+            "seed": t.run_seed,
+            "score": t.score,
+            "passed": t.passed,
+            "total": t.total,
+            "success": t.success,
+            "error": t.error,
+        }
+        for t in trajs
+    ]
     write_jsonl(paths["scores.jsonl"], rows)
     paths["metrics.json"].write_text(json.dumps(metrics, indent=2) + "\n")
     return paths
 
 
-def episode_fingerprint(cfg: EpisodeStageConfig, episode: EpisodeSection, data: DataConfig,
-                        section: str = "eval") -> dict:
+def episode_fingerprint(
+    cfg: EpisodeStageConfig, episode: EpisodeSection, data: DataConfig, section: str = "eval"
+) -> dict:
     """What an episode's content depends on; episodes made under another fingerprint are not reused.
 
     The agent fields are keyed by the stage's section name (an output folder of one stage is
     never reused by the other).
     """
     keep = ("model", "engine", "simulator", "simulator_model", "simulator_engine")
-    return {section: {k: str(getattr(cfg, k)) for k in keep}, "episode": episode.model_dump(mode="json"),
-            "tasks": str(data.tasks_file(cfg.split))}
+    return {
+        section: {k: str(getattr(cfg, k)) for k in keep},
+        "episode": episode.model_dump(mode="json"),
+        "tasks": str(data.tasks_file(cfg.split)),
+    }
 
 
 def reset_if_config_changed(out_dir: Path, fingerprint: dict) -> None:
@@ -146,8 +191,15 @@ def reset_if_config_changed(out_dir: Path, fingerprint: dict) -> None:
     path.write_text(json.dumps(fingerprint, indent=2) + "\n")
 
 
-def run_and_score(cfg: EpisodeStageConfig, episode: EpisodeSection, data: DataConfig, out_dir: Path,
-                  seeds: list[int], samples: int, section: str) -> tuple[list[Trajectory], dict[str, float]]:
+def run_and_score(
+    cfg: EpisodeStageConfig,
+    episode: EpisodeSection,
+    data: DataConfig,
+    out_dir: Path,
+    seeds: list[int],
+    samples: int,
+    section: str,
+) -> tuple[list[Trajectory], dict[str, float]]:
     """The wanted episodes of the selected tasks, resumed from out_dir, all scored in the sandbox.
 
     Runs only the (task, seed, sample) episodes not already in out_dir/trajectories.jsonl (all of

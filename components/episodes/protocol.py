@@ -12,6 +12,7 @@ extends the turn-(t-1) token ids and vLLM's prefix cache is reused. The marker i
 anywhere in the message (small models often write a preamble); what follows the first marker is
 the answer. Prompts are our own wording of the protocol.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -50,7 +51,7 @@ def parse_action(message: str) -> Action:
     at = message.find(ANSWER_MARKER)
     if at < 0:
         return Action(is_answer=False, content=message.strip())
-    return Action(is_answer=True, content=message[at + len(ANSWER_MARKER):].strip())
+    return Action(is_answer=True, content=message[at + len(ANSWER_MARKER) :].strip())
 
 
 def final_answer(last_message: str) -> str:

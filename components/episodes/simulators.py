@@ -12,6 +12,7 @@
   vague questions ("any other details?") get "I don't know." It exists so a 135M agent can be run
   end to end offline, where a 135M model cannot play the human; published numbers use `llm`.
 """
+
 from __future__ import annotations
 
 import math

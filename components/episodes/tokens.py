@@ -10,6 +10,7 @@ only the new suffix (the end-of-turn marker, the human's reply, the next assista
 append it to the old ids. When it does not (a template that rewrites history), fall back to
 rendering the whole chat afresh; `extend` reports which path it took so callers can count it.
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -41,5 +42,5 @@ class DialogueTokens:
         full = self.render(messages)
         seen = self.tokenizer.decode(history_ids, skip_special_tokens=False)
         if full.startswith(seen):
-            return list(history_ids) + self.encode(full[len(seen):]), True
+            return list(history_ids) + self.encode(full[len(seen) :]), True
         return render_chat(self.tokenizer, messages), False

@@ -7,6 +7,7 @@ mean over all assistant tokens of the trajectory instead (`Normalize.joint`), wh
 turns more. Inputs are per-turn log-prob SUMS and token counts, shape (B, K); a turn with no
 tokens contributes 0.
 """
+
 from __future__ import annotations
 
 from enum import Enum
@@ -19,8 +20,9 @@ class Normalize(str, Enum):
     joint = "joint"
 
 
-def turn_advantages(critic_sums: torch.Tensor, ref_sums: torch.Tensor, counts: torch.Tensor,
-                    beta: float) -> torch.Tensor:
+def turn_advantages(
+    critic_sums: torch.Tensor, ref_sums: torch.Tensor, counts: torch.Tensor, beta: float
+) -> torch.Tensor:
     """beta * (mean critic log-prob - mean reference log-prob) per turn, shape (B, K)."""
     return beta * (critic_sums - ref_sums) / counts.clamp(min=1.0)
 
@@ -36,7 +38,8 @@ def _joint_score(critic_sums, ref_sums, counts, beta) -> torch.Tensor:
 _SCORES = {Normalize.per_turn: _per_turn_score, Normalize.joint: _joint_score}
 
 
-def trajectory_scores(critic_sums: torch.Tensor, ref_sums: torch.Tensor, counts: torch.Tensor, beta: float,
-                      normalize: Normalize) -> torch.Tensor:
+def trajectory_scores(
+    critic_sums: torch.Tensor, ref_sums: torch.Tensor, counts: torch.Tensor, beta: float, normalize: Normalize
+) -> torch.Tensor:
     """Score of each trajectory, shape (B,)."""
     return _SCORES[Normalize(normalize)](critic_sums, ref_sums, counts, beta)

@@ -5,24 +5,27 @@ task's training-time information c (`hidden_information`; the actor never sees i
 `dialogue_advantages`: the critic's per-turn advantages of whole dialogues (eq. 1), for held-out
 checks and `render_advantages`, the per-turn advantage view of sample dialogues kept in MLflow.
 """
+
 from __future__ import annotations
 
 from typing import Sequence
 
 import torch
 
-from components.lm.advantage import turn_advantages
-from components.data.tasks import BackendTask
-from components.lm.forward import turn_logprob_sums
 from components.data.records import Trajectory
+from components.data.tasks import BackendTask
+from components.lm.advantage import turn_advantages
+from components.lm.forward import turn_logprob_sums
 from components.lm.sequences import TokenSequence, collate, dialogue_sequence, reference_prefix, with_prefix
 
 
 def task_of(task_id: str, task_index: int, tasks: Sequence[BackendTask]) -> BackendTask:
     """The task a record names; its id must match (else the tasks file is not the rollouts' one)."""
     if task_index >= len(tasks) or tasks[task_index].task_id != task_id:
-        raise ValueError(f"a record names task {task_id} at line {task_index}, which the tasks file does not "
-                         "hold: pass the tasks file the rollouts were made from")
+        raise ValueError(
+            f"a record names task {task_id} at line {task_index}, which the tasks file does not "
+            "hold: pass the tasks file the rollouts were made from"
+        )
     return tasks[task_index]
 
 
@@ -31,16 +34,22 @@ def critic_sequence(traj: Trajectory, task: BackendTask, tokenizer) -> TokenSequ
 
 
 @torch.no_grad()
-def dialogue_advantages(critic, seqs: Sequence[TokenSequence], ref_sums: Sequence[list[float]], beta: float,
-                        pad_id: int, batch_size: int = 8) -> list[list[float]]:
+def dialogue_advantages(
+    critic,
+    seqs: Sequence[TokenSequence],
+    ref_sums: Sequence[list[float]],
+    beta: float,
+    pad_id: int,
+    batch_size: int = 8,
+) -> list[list[float]]:
     """Per-turn advantages A(o_t, a_t, c) of each sequence under the trained `critic`."""
     out: list[list[float]] = []
     critic.eval()
     for start in range(0, len(seqs), batch_size):
-        part = list(seqs[start:start + batch_size])
+        part = list(seqs[start : start + batch_size])
         batch = collate(part, pad_id)
         sums = turn_logprob_sums(critic, batch).cpu()
-        ref = pad_sums(ref_sums[start:start + batch_size], batch.num_turns)
+        ref = pad_sums(ref_sums[start : start + batch_size], batch.num_turns)
         adv = turn_advantages(sums, ref, batch.counts, beta)
         out += [adv[i, : s.num_turns].tolist() for i, s in enumerate(part)]
     return out
@@ -56,11 +65,19 @@ def pad_sums(rows: Sequence[list[float]], width: int) -> torch.Tensor:
 
 def render_advantages(items: Sequence[tuple[str, Trajectory, list[float]]]) -> str:
     """Markdown: per dialogue, each agent turn's advantage beside the start of its action."""
-    lines = ["# Critic advantages per agent turn", "",
-             "A(o_t, a_t, c) = beta * mean token log-ratio (critic vs its frozen initial copy, both seeing c).", ""]
+    lines = [
+        "# Critic advantages per agent turn",
+        "",
+        "A(o_t, a_t, c) = beta * mean token log-ratio (critic vs its frozen initial copy, both seeing c).",
+        "",
+    ]
     for title, traj, adv in items:
-        lines += [f"## {title}: trajectory {traj.key}, score {traj.score}", "", "| turn | advantage | action |",
-                  "|---:|---:|---|"]
+        lines += [
+            f"## {title}: trajectory {traj.key}, score {traj.score}",
+            "",
+            "| turn | advantage | action |",
+            "|---:|---:|---|",
+        ]
         for turn, a in zip(traj.turns, adv):
             action = " ".join(turn.action.split())[:120].replace("|", "\\|")
             lines.append(f"| {turn.index} | {a:+.4f} | {action} |")

@@ -11,6 +11,7 @@ re-run (or a resumed run) does not recompute them. Single actions after a prompt
 pairs: several candidates of one state) are grouped by prompt and scored with
 components.lm.shared_prefix, one pass over each prompt; whole dialogues go in padded batches.
 """
+
 from __future__ import annotations
 
 import gc
@@ -25,8 +26,8 @@ import torch
 from pydantic import BaseModel
 from tqdm.auto import tqdm
 
-from components.lm.logprobs import per_turn_logprobs, token_logprobs
 from components.data.records import read_resumable, write_jsonl
+from components.lm.logprobs import per_turn_logprobs, token_logprobs
 from components.lm.sequences import Batch, TokenSequence, collate
 from components.lm.shared_prefix import continuation_logprobs
 
@@ -34,8 +35,9 @@ from components.lm.shared_prefix import continuation_logprobs
 def turn_logprob_sums(model, batch: Batch) -> torch.Tensor:
     """Sum of token log-probs per agent turn, shape (B, K); differentiable when grads are on."""
     device = next(model.parameters()).device
-    hidden = model.get_decoder()(input_ids=batch.input_ids.to(device),
-                                 attention_mask=batch.attention_mask.to(device)).last_hidden_state
+    hidden = model.get_decoder()(
+        input_ids=batch.input_ids.to(device), attention_mask=batch.attention_mask.to(device)
+    ).last_hidden_state
     target = batch.turn_index[:, 1:].to(device)
     scored = target >= 0
     logits = model.get_output_embeddings()(hidden[:, :-1][scored])
@@ -65,31 +67,35 @@ def action_split(seq: TokenSequence) -> int | None:
     return start if ok else None
 
 
-def _action_sums(model, seqs: Sequence[TokenSequence], todo: list[int], batch_size: int
-                 ) -> Iterator[dict[int, list[float]]]:
+def _action_sums(
+    model, seqs: Sequence[TokenSequence], todo: list[int], batch_size: int
+) -> Iterator[dict[int, list[float]]]:
     """Sums of single actions, one prompt (and its actions) at a time, each prompt encoded once."""
     groups: dict[tuple[int, ...], list[int]] = defaultdict(list)
     for i in todo:
         groups[tuple(seqs[i].ids[: action_split(seqs[i])])].append(i)
-    for prompt, members in tqdm(groups.items(), desc="reference log-probs (shared prompts)", unit="prompt",
-                                disable=not groups):
-        actions = [seqs[i].ids[len(prompt):] for i in members]
+    for prompt, members in tqdm(
+        groups.items(), desc="reference log-probs (shared prompts)", unit="prompt", disable=not groups
+    ):
+        actions = [seqs[i].ids[len(prompt) :] for i in members]
         logps = continuation_logprobs(model, list(prompt), actions, batch_size)
         yield {i: [float(lp.sum())] for i, lp in zip(members, logps)}
 
 
-def _batched_sums(model, seqs: Sequence[TokenSequence], todo: list[int], pad_id: int,
-                  batch_size: int) -> Iterator[dict[int, list[float]]]:
+def _batched_sums(
+    model, seqs: Sequence[TokenSequence], todo: list[int], pad_id: int, batch_size: int
+) -> Iterator[dict[int, list[float]]]:
     """Per-turn sums of whole sequences, one padded batch at a time (longest first: less padding)."""
     todo = sorted(todo, key=lambda i: -len(seqs[i].ids))
     for start in tqdm(range(0, len(todo), batch_size), desc="reference log-probs", unit="batch", disable=not todo):
-        chunk = todo[start:start + batch_size]
+        chunk = todo[start : start + batch_size]
         sums = turn_logprob_sums(model, collate([seqs[i] for i in chunk], pad_id)).cpu()
         yield {i: sums[j, : seqs[i].num_turns].tolist() for j, i in enumerate(chunk)}
 
 
-def frozen_reference_sums(model_path: str, dtype: str, seqs: Sequence[TokenSequence], cache: Path, pad_id: int,
-                          batch_size: int) -> list[list[float]]:
+def frozen_reference_sums(
+    model_path: str, dtype: str, seqs: Sequence[TokenSequence], cache: Path, pad_id: int, batch_size: int
+) -> list[list[float]]:
     """`reference_sums` under the frozen model at `model_path`, loaded for this pass and released after,
     so the training that follows holds only the trained model."""
     from components.training.models import load_frozen, train_device_dtype
@@ -102,8 +108,9 @@ def frozen_reference_sums(model_path: str, dtype: str, seqs: Sequence[TokenSeque
 
 
 @torch.no_grad()
-def reference_sums(model, model_id: str, seqs: Sequence[TokenSequence], cache: Path, pad_id: int,
-                   batch_size: int = 8) -> list[list[float]]:
+def reference_sums(
+    model, model_id: str, seqs: Sequence[TokenSequence], cache: Path, pad_id: int, batch_size: int = 8
+) -> list[list[float]]:
     """Per-turn log-prob sums of `seqs` under the frozen `model`, read from / appended to `cache`."""
     keys = [sequence_key(model_id, s) for s in seqs]
     known = {row.key: row.sums for row in read_resumable(cache, ReferenceRow)}
@@ -113,8 +120,9 @@ def reference_sums(model, model_id: str, seqs: Sequence[TokenSequence], cache: P
     whole = [i for i in todo if not is_action[i]]
     was_training = model.training
     model.eval()
-    for part in chain(_action_sums(model, seqs, actions, batch_size),
-                      _batched_sums(model, seqs, whole, pad_id, batch_size)):
+    for part in chain(
+        _action_sums(model, seqs, actions, batch_size), _batched_sums(model, seqs, whole, pad_id, batch_size)
+    ):
         rows = [ReferenceRow(key=keys[i], sums=sums) for i, sums in part.items()]
         write_jsonl(cache, rows, append=True)  # appended as computed: a crash loses one batch at most
         known.update({r.key: r.sums for r in rows})

@@ -5,6 +5,7 @@ difference (Zhou et al. 2025, eq. 1); DPO uses SUMS over the response. Both come
 `per_turn_logprobs`, which reduces token log-probs of a batch of tokenised dialogues by a
 per-token turn index (-1 for tokens that belong to no agent turn: system, human, padding).
 """
+
 from __future__ import annotations
 
 import torch
@@ -22,8 +23,9 @@ def token_logprobs(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return logps.gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)
 
 
-def per_turn_logprobs(token_logps: torch.Tensor, turn_index: torch.Tensor, num_turns: int
-                      ) -> tuple[torch.Tensor, torch.Tensor]:
+def per_turn_logprobs(
+    token_logps: torch.Tensor, turn_index: torch.Tensor, num_turns: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(mean, sum) of token log-probs per agent turn, each of shape (batch, num_turns).
 
     `turn_index[b, t]` is k when token t of dialogue b belongs to agent turn k, else -1. A turn

@@ -6,6 +6,7 @@
   (Zhou et al. 2025, eq. 2): -log sigmoid(score(chosen) - score(rejected)).
 Inputs are per-example summed (or averaged) log-probabilities / scores of shape (batch,).
 """
+
 from __future__ import annotations
 
 import torch

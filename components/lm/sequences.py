@@ -14,6 +14,7 @@ Departure: when a later turn's prompt ids do not extend the earlier ids (the rar
 prompt, see rollout/tokens.py), the sequence follows the later prompt from the first differing
 token, so the earlier turns lose their tokens past that point.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -49,10 +50,10 @@ class TokenSequence:
 class Batch:
     """Right-padded tensors of several sequences."""
 
-    input_ids: torch.Tensor   # (B, T)
+    input_ids: torch.Tensor  # (B, T)
     attention_mask: torch.Tensor  # (B, T)
     turn_index: torch.Tensor  # (B, T), -1 outside agent turns and on padding
-    counts: torch.Tensor      # (B, K) tokens per agent turn
+    counts: torch.Tensor  # (B, K) tokens per agent turn
     num_turns: int
 
     @property
@@ -83,8 +84,7 @@ def dialogue_sequence(traj: Trajectory) -> TokenSequence:
 
 def action_sequence(prompt_ids: list[int], response_ids: list[int]) -> TokenSequence:
     """One action after its state: the response tokens form turn 0."""
-    return TokenSequence(list(prompt_ids) + list(response_ids),
-                         [-1] * len(prompt_ids) + [0] * len(response_ids), 1)
+    return TokenSequence(list(prompt_ids) + list(response_ids), [-1] * len(prompt_ids) + [0] * len(response_ids), 1)
 
 
 def reference_prefix(tokenizer, reference: str) -> list[int]:

@@ -20,6 +20,7 @@ one is ~3.5x faster on a shared 2-core CPU with SmolLM2-135M, 800 prefix tokens 
 candidates (benchmarks/ranking.py, results/ranking.json). On CPU, chunks of 4-16 all reach
 that; on a GPU, bigger chunks use the device better.
 """
+
 from __future__ import annotations
 
 import copy
@@ -53,8 +54,9 @@ def _empty() -> torch.Tensor:
     return torch.zeros(0, dtype=torch.float32)
 
 
-def _score_chunk(model, cache, prefix_len: int, last_logits: torch.Tensor,
-                 chunk: list[list[int]]) -> list[torch.Tensor]:
+def _score_chunk(
+    model, cache, prefix_len: int, last_logits: torch.Tensor, chunk: list[list[int]]
+) -> list[torch.Tensor]:
     """Scores one chunk of non-empty continuations against `cache` (the prefix's, batch 1).
 
     Token 0 of every continuation is scored from the prefix's last logits; tokens 1.. from a
@@ -65,7 +67,7 @@ def _score_chunk(model, cache, prefix_len: int, last_logits: torch.Tensor,
     first_logps = token_logprobs(last_logits.expand(len(chunk), -1), firsts)
     width = max(len(c) for c in chunk) - 1
     if width == 0:  # every continuation is one token long
-        return [first_logps[i:i + 1].cpu() for i in range(len(chunk))]
+        return [first_logps[i : i + 1].cpu() for i in range(len(chunk))]
     inputs = torch.zeros(len(chunk), width, dtype=torch.long, device=device)
     labels = torch.zeros(len(chunk), width, dtype=torch.long, device=device)
     mask = torch.zeros(len(chunk), prefix_len + width, dtype=torch.long, device=device)
@@ -74,15 +76,16 @@ def _score_chunk(model, cache, prefix_len: int, last_logits: torch.Tensor,
         n = len(cont) - 1
         inputs[i, :n] = torch.tensor(cont[:-1], device=device)
         labels[i, :n] = torch.tensor(cont[1:], device=device)
-        mask[i, prefix_len:prefix_len + n] = 1
+        mask[i, prefix_len : prefix_len + n] = 1
     positions = torch.arange(prefix_len, prefix_len + width, device=device).expand(len(chunk), -1)
     chunk_cache = copy.deepcopy(cache)  # the forward appends to the cache it is given
     chunk_cache.batch_repeat_interleave(len(chunk))
-    logits = model(input_ids=inputs, attention_mask=mask, position_ids=positions,
-                   past_key_values=chunk_cache, use_cache=True).logits
+    logits = model(
+        input_ids=inputs, attention_mask=mask, position_ids=positions, past_key_values=chunk_cache, use_cache=True
+    ).logits
     real = mask[:, prefix_len:].bool()  # log-softmax over real positions only, not the padding
     rest = token_logprobs(logits[real], labels[real]).cpu().split([len(c) - 1 for c in chunk])
-    return [torch.cat([first_logps[i:i + 1].cpu(), r]) for i, r in enumerate(rest)]
+    return [torch.cat([first_logps[i : i + 1].cpu(), r]) for i, r in enumerate(rest)]
 
 
 def _chunks(order: list[int], max_batch: int) -> list[list[int]]:
@@ -92,8 +95,9 @@ def _chunks(order: list[int], max_batch: int) -> list[list[int]]:
     return [order[a:b] for a, b in pairwise(bounds)]
 
 
-def continuation_logprobs(model, prefix_ids: list[int], continuations: list[list[int]],
-                          max_batch: int = 16) -> list[torch.Tensor]:
+def continuation_logprobs(
+    model, prefix_ids: list[int], continuations: list[list[int]], max_batch: int = 16
+) -> list[torch.Tensor]:
     """Per continuation, log p(c_j | prefix, c_<j) as a 1-D float32 CPU tensor of len(c).
 
     One forward over the prefix (KV cache kept), then ceil(#non-empty / max_batch) forwards over
@@ -112,15 +116,15 @@ def continuation_logprobs(model, prefix_ids: list[int], continuations: list[list
         encoded = model(input_ids=prefix, use_cache=True, logits_to_keep=1)
         last_logits = encoded.logits[0, -1]
         for ids in _chunks(order, max_batch):
-            scored = _score_chunk(model, encoded.past_key_values, len(prefix_ids), last_logits,
-                                  [continuations[i] for i in ids])
+            scored = _score_chunk(
+                model, encoded.past_key_values, len(prefix_ids), last_logits, [continuations[i] for i in ids]
+            )
             for i, logps in zip(ids, scored):
                 out[i] = logps
     return out
 
 
-def continuation_logprobs_naive(model, prefix_ids: list[int], continuations: list[list[int]]
-                                ) -> list[torch.Tensor]:
+def continuation_logprobs_naive(model, prefix_ids: list[int], continuations: list[list[int]]) -> list[torch.Tensor]:
     """Same values as `continuation_logprobs`, one full forward over prefix + c per continuation.
 
     The reference and the baseline for benchmarks/ranking.py. Only the logits that score the

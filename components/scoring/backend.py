@@ -21,6 +21,7 @@ Departures from the official scorer:
   values (wire.py): an object with an always-true `__eq__` or any non-standard type never passes;
 - a reference that raised counts like a None reference output (the test cannot pass).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -33,8 +34,8 @@ from typing import Sequence
 
 from pydantic import BaseModel, Field
 
-from components.data.tasks import BackendTask, load_backend_tasks
 from components.data.records import RecordError, parse_row, write_jsonl
+from components.data.tasks import BackendTask, load_backend_tasks
 from components.scoring.rules import prepare_answer
 from components.scoring.sandbox import Limits, RunResult, SandboxPool
 from components.scoring.wire import from_wire, outputs_equal
@@ -77,8 +78,9 @@ class ReferenceCache:
         self.root, self.fingerprint, self.memory = root, fingerprint, {}
 
     def key(self, task: BackendTask) -> str:
-        blob = json.dumps({"v": CACHE_VERSION, "code": task.ground_truth, "calls": calls_of(task),
-                           **self.fingerprint}, sort_keys=True)
+        blob = json.dumps(
+            {"v": CACHE_VERSION, "code": task.ground_truth, "calls": calls_of(task), **self.fingerprint}, sort_keys=True
+        )
         return hashlib.sha256(blob.encode()).hexdigest()
 
     def _path(self, key: str) -> Path:
@@ -104,8 +106,9 @@ class ReferenceCache:
             path = self._path(key)
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(f".tmp{os.getpid()}")
-            tmp.write_text(json.dumps({"outputs": outputs, "errors": run.errors,
-                                       "exec_error": run.exec_error}), encoding="utf-8")
+            tmp.write_text(
+                json.dumps({"outputs": outputs, "errors": run.errors, "exec_error": run.exec_error}), encoding="utf-8"
+            )
             os.replace(tmp, path)
         return outputs
 
@@ -125,13 +128,18 @@ def _compare(index: int, reference: list, run: RunResult) -> ScoreResult:
     if error is None and run.exit not in (None, "done"):
         error = f"sandbox: {run.exit}"
     score = passed / total if total else 0.0
-    return ScoreResult(index=index, score=score, passed=passed, total=total,
-                       success=total > 0 and passed == total, error=error)
+    return ScoreResult(
+        index=index, score=score, passed=passed, total=total, success=total > 0 and passed == total, error=error
+    )
 
 
-def score_answers(tasks: Sequence[BackendTask], answers: Sequence[tuple[int, str]],
-                  cache_dir: Path | None = None, workers: int | None = None,
-                  limits: Limits | None = None) -> list[ScoreResult]:
+def score_answers(
+    tasks: Sequence[BackendTask],
+    answers: Sequence[tuple[int, str]],
+    cache_dir: Path | None = None,
+    workers: int | None = None,
+    limits: Limits | None = None,
+) -> list[ScoreResult]:
     """Score each (task index, answer) pair; results are in the order of `answers`."""
     prepared = [(index, *prepare_answer(answer)) for index, answer in answers]
     results: list[ScoreResult | None] = [None] * len(prepared)
@@ -146,8 +154,7 @@ def score_answers(tasks: Sequence[BackendTask], answers: Sequence[tuple[int, str
     if not jobs:
         return results  # type: ignore[return-value]
     with SandboxPool(workers, limits) as pool:
-        cache = ReferenceCache(DEFAULT_CACHE_DIR if cache_dir is None else Path(cache_dir),
-                               _fingerprint(pool))
+        cache = ReferenceCache(DEFAULT_CACHE_DIR if cache_dir is None else Path(cache_dir), _fingerprint(pool))
         with ThreadPoolExecutor(max_workers=pool.workers) as executor:
             references = _references(tasks, {index for _, index, _ in jobs}, cache, pool, executor)
             runs = executor.map(lambda job: pool.run(job[2], calls_of(tasks[job[1]])), jobs)
@@ -157,12 +164,16 @@ def score_answers(tasks: Sequence[BackendTask], answers: Sequence[tuple[int, str
 
 
 def _fingerprint(pool: SandboxPool) -> dict:
-    return {"timeout": pool.limits.timeout_s, "python": list(sys.version_info[:2]),
-            "missing": sorted(pool.missing)}
+    return {"timeout": pool.limits.timeout_s, "python": list(sys.version_info[:2]), "missing": sorted(pool.missing)}
 
 
-def _references(tasks: Sequence[BackendTask], needed: set[int], cache: ReferenceCache,
-                pool: SandboxPool, executor: ThreadPoolExecutor) -> dict[int, list]:
+def _references(
+    tasks: Sequence[BackendTask],
+    needed: set[int],
+    cache: ReferenceCache,
+    pool: SandboxPool,
+    executor: ThreadPoolExecutor,
+) -> dict[int, list]:
     """Reference wire outputs per task index: from the cache, or run in the sandbox."""
     found, todo = {}, []
     for index in sorted(needed):
@@ -172,8 +183,7 @@ def _references(tasks: Sequence[BackendTask], needed: set[int], cache: Reference
             todo.append((index, key))
         else:
             found[index] = outputs
-    runs = executor.map(lambda item: pool.run(tasks[item[0]].ground_truth,
-                                              calls_of(tasks[item[0]])), todo)
+    runs = executor.map(lambda item: pool.run(tasks[item[0]].ground_truth, calls_of(tasks[item[0]])), todo)
     for (index, key), run in zip(todo, runs):
         found[index] = cache.put(key, run)
     return found
@@ -190,8 +200,9 @@ def _read_answers(path: Path, n_tasks: int) -> list[tuple[int, str] | ScoreResul
             try:
                 row = parse_row(line, AnswerRow, where)
                 if row.index >= n_tasks:
-                    raise RecordError(f"{where}: field 'index': {row.index} is out of range "
-                                      f"(the tasks file has {n_tasks} tasks)")
+                    raise RecordError(
+                        f"{where}: field 'index': {row.index} is out of range (the tasks file has {n_tasks} tasks)"
+                    )
                 rows.append((row.index, row.answer))
             except RecordError as exc:
                 print(f"warning: malformed answers row: {exc}", file=sys.stderr)
@@ -207,9 +218,14 @@ def _raw_index(line: str) -> int:
     return value if type(value) is int else -1
 
 
-def score_files(tasks_path: Path, answers_path: Path, out_path: Path,
-                cache_dir: Path | None = None, workers: int | None = None,
-                print_summary: bool = True) -> dict:
+def score_files(
+    tasks_path: Path,
+    answers_path: Path,
+    out_path: Path,
+    cache_dir: Path | None = None,
+    workers: int | None = None,
+    print_summary: bool = True,
+) -> dict:
     """The `sweetflow score` contract: write SCORES.jsonl, print and return the summary.
 
     Summary: n = answers rows (malformed ones count as failures), tests_passed = mean score
@@ -222,9 +238,11 @@ def score_files(tasks_path: Path, answers_path: Path, out_path: Path,
     results = [row if isinstance(row, ScoreResult) else next(scored) for row in rows]
     write_jsonl(Path(out_path), results)
     n = len(results)
-    summary = {"n": n,
-               "tests_passed": sum(r.score for r in results) / n if n else 0.0,
-               "success_rate": sum(r.success for r in results) / n if n else 0.0}
+    summary = {
+        "n": n,
+        "tests_passed": sum(r.score for r in results) / n if n else 0.0,
+        "success_rate": sum(r.success for r in results) / n if n else 0.0,
+    }
     if print_summary:
         print(json.dumps(summary), flush=True)
     return summary

@@ -20,6 +20,7 @@ at any pid other than the caller's own, namespace/mount/chroot calls, bpf, perf,
 io_uring and module/kexec/reboot calls; clone3 returns ENOSYS (so glibc falls back to clone,
 which is then checked). A foreign architecture ABI (x32) kills the process.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -37,30 +38,107 @@ MS_REC, MS_PRIVATE = 0x4000, 0x40000
 MS_NOSUID, MS_NODEV = 0x2, 0x4
 
 _ARCH = {  # AUDIT_ARCH value and syscall numbers per machine
-    "x86_64": (0xC000003E, {
-        "socket": 41, "socketpair": 53, "fork": 57, "vfork": 58, "clone": 56, "clone3": 435,
-        "execve": 59, "execveat": 322, "kill": 62, "tkill": 200, "tgkill": 234, "ptrace": 101,
-        "process_vm_readv": 310, "process_vm_writev": 311, "unshare": 272, "setns": 308,
-        "mount": 165, "umount2": 166, "pivot_root": 155, "chroot": 161, "bpf": 321,
-        "perf_event_open": 298, "userfaultfd": 323, "keyctl": 250, "add_key": 248,
-        "request_key": 249, "io_uring_setup": 425, "io_uring_enter": 426,
-        "io_uring_register": 427, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297,
-        "pidfd_open": 434, "pidfd_send_signal": 424, "pidfd_getfd": 438, "kcmp": 312,
-        "personality": 135, "reboot": 169, "init_module": 175, "finit_module": 313,
-        "delete_module": 176, "kexec_load": 246, "acct": 163, "swapon": 167, "mknod": 133,
-        "mknodat": 259, "setsid": 112, "setpgid": 109}),
-    "aarch64": (0xC00000B7, {
-        "socket": 198, "socketpair": 199, "clone": 220, "clone3": 435, "execve": 221,
-        "execveat": 281, "kill": 129, "tkill": 130, "tgkill": 131, "ptrace": 117,
-        "process_vm_readv": 270, "process_vm_writev": 271, "unshare": 97, "setns": 268,
-        "mount": 40, "umount2": 39, "pivot_root": 41, "chroot": 51, "bpf": 280,
-        "perf_event_open": 241, "userfaultfd": 282, "keyctl": 219, "add_key": 217,
-        "request_key": 218, "io_uring_setup": 425, "io_uring_enter": 426,
-        "io_uring_register": 427, "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240,
-        "pidfd_open": 434, "pidfd_send_signal": 424, "pidfd_getfd": 438, "kcmp": 272,
-        "personality": 92, "reboot": 142, "init_module": 105, "finit_module": 273,
-        "delete_module": 106, "kexec_load": 104, "acct": 89, "swapon": 224, "mknodat": 33,
-        "setsid": 157, "setpgid": 154}),
+    "x86_64": (
+        0xC000003E,
+        {
+            "socket": 41,
+            "socketpair": 53,
+            "fork": 57,
+            "vfork": 58,
+            "clone": 56,
+            "clone3": 435,
+            "execve": 59,
+            "execveat": 322,
+            "kill": 62,
+            "tkill": 200,
+            "tgkill": 234,
+            "ptrace": 101,
+            "process_vm_readv": 310,
+            "process_vm_writev": 311,
+            "unshare": 272,
+            "setns": 308,
+            "mount": 165,
+            "umount2": 166,
+            "pivot_root": 155,
+            "chroot": 161,
+            "bpf": 321,
+            "perf_event_open": 298,
+            "userfaultfd": 323,
+            "keyctl": 250,
+            "add_key": 248,
+            "request_key": 249,
+            "io_uring_setup": 425,
+            "io_uring_enter": 426,
+            "io_uring_register": 427,
+            "rt_sigqueueinfo": 129,
+            "rt_tgsigqueueinfo": 297,
+            "pidfd_open": 434,
+            "pidfd_send_signal": 424,
+            "pidfd_getfd": 438,
+            "kcmp": 312,
+            "personality": 135,
+            "reboot": 169,
+            "init_module": 175,
+            "finit_module": 313,
+            "delete_module": 176,
+            "kexec_load": 246,
+            "acct": 163,
+            "swapon": 167,
+            "mknod": 133,
+            "mknodat": 259,
+            "setsid": 112,
+            "setpgid": 109,
+        },
+    ),
+    "aarch64": (
+        0xC00000B7,
+        {
+            "socket": 198,
+            "socketpair": 199,
+            "clone": 220,
+            "clone3": 435,
+            "execve": 221,
+            "execveat": 281,
+            "kill": 129,
+            "tkill": 130,
+            "tgkill": 131,
+            "ptrace": 117,
+            "process_vm_readv": 270,
+            "process_vm_writev": 271,
+            "unshare": 97,
+            "setns": 268,
+            "mount": 40,
+            "umount2": 39,
+            "pivot_root": 41,
+            "chroot": 51,
+            "bpf": 280,
+            "perf_event_open": 241,
+            "userfaultfd": 282,
+            "keyctl": 219,
+            "add_key": 217,
+            "request_key": 218,
+            "io_uring_setup": 425,
+            "io_uring_enter": 426,
+            "io_uring_register": 427,
+            "rt_sigqueueinfo": 138,
+            "rt_tgsigqueueinfo": 240,
+            "pidfd_open": 434,
+            "pidfd_send_signal": 424,
+            "pidfd_getfd": 438,
+            "kcmp": 272,
+            "personality": 92,
+            "reboot": 142,
+            "init_module": 105,
+            "finit_module": 273,
+            "delete_module": 106,
+            "kexec_load": 104,
+            "acct": 89,
+            "swapon": 224,
+            "mknodat": 33,
+            "setsid": 157,
+            "setpgid": 154,
+        },
+    ),
 }
 _SPECIAL = {"clone", "clone3", "kill", "tkill", "tgkill"}
 
@@ -119,6 +197,7 @@ def fork_function():
             err = ctypes.get_errno()
             raise OSError(err, f"fork: {os.strerror(err)}")
         return pid
+
     return fork
 
 
@@ -158,13 +237,24 @@ def seccomp_program(pid: int, machine: str | None = None) -> bytes | None:
             prog.append((_JEQ, "eperm", 0, number))
     prog += [(_JEQ, "enosys", 0, nr["clone3"]), (_JEQ, "clone", 0, nr["clone"])]
     prog += [(_JEQ, "signal", 0, nr[name]) for name in ("kill", "tkill", "tgkill")]
-    prog += [(_RET, 0, 0, _ALLOW),
-             "clone", (_LD_W_ABS, 0, 0, 16), (_JSET, "allow", "eperm", CLONE_THREAD),
-             "signal", (_LD_W_ABS, 0, 0, 16), (_JEQ, "allow", 0, pid), (_JEQ, "allow", "eperm", 0),
-             "allow", (_RET, 0, 0, _ALLOW),
-             "eperm", (_RET, 0, 0, _ERRNO | _EPERM),
-             "enosys", (_RET, 0, 0, _ERRNO | _ENOSYS),
-             "kill_process", (_RET, 0, 0, _KILL_PROCESS)]
+    prog += [
+        (_RET, 0, 0, _ALLOW),
+        "clone",
+        (_LD_W_ABS, 0, 0, 16),
+        (_JSET, "allow", "eperm", CLONE_THREAD),
+        "signal",
+        (_LD_W_ABS, 0, 0, 16),
+        (_JEQ, "allow", 0, pid),
+        (_JEQ, "allow", "eperm", 0),
+        "allow",
+        (_RET, 0, 0, _ALLOW),
+        "eperm",
+        (_RET, 0, 0, _ERRNO | _EPERM),
+        "enosys",
+        (_RET, 0, 0, _ERRNO | _ENOSYS),
+        "kill_process",
+        (_RET, 0, 0, _KILL_PROCESS),
+    ]
     return _assemble(prog)
 
 
@@ -174,11 +264,13 @@ class _SockFprog(ctypes.Structure):
 
 _PID_SLOT = 0x7FFFFFFE  # placeholder for the child's pid in the filter pre-built at import
 _TEMPLATE = seccomp_program(_PID_SLOT)
-_SLOTS = [] if _TEMPLATE is None else [
-    i for i in range(0, len(_TEMPLATE), 8) if _TEMPLATE[i + 4:i + 8] == struct.pack("=I", _PID_SLOT)]
+_SLOTS = (
+    []
+    if _TEMPLATE is None
+    else [i for i in range(0, len(_TEMPLATE), 8) if _TEMPLATE[i + 4 : i + 8] == struct.pack("=I", _PID_SLOT)]
+)
 _BUFFER = None if _TEMPLATE is None else ctypes.create_string_buffer(_TEMPLATE, len(_TEMPLATE))
-_PROG = None if _TEMPLATE is None else _SockFprog(len(_TEMPLATE) // 8,
-                                                    ctypes.cast(_BUFFER, ctypes.c_void_p))
+_PROG = None if _TEMPLATE is None else _SockFprog(len(_TEMPLATE) // 8, ctypes.cast(_BUFFER, ctypes.c_void_p))
 
 
 # Resolved once in the fork-server: a lookup in each child costs a dlsym and dirties pages.
@@ -236,8 +328,7 @@ def apply_child_limits(cpu_s: int) -> None:
     _limit(resource.RLIMIT_NPROC, 0)
 
 
-def confine_child(jail_dir: str, keep: tuple[int, ...], devnull_fd: int,
-                  cpu_s: int) -> tuple[dict, tuple[int, ...]]:
+def confine_child(jail_dir: str, keep: tuple[int, ...], devnull_fd: int, cpu_s: int) -> tuple[dict, tuple[int, ...]]:
     """Confine the calling (freshly forked) process; return the active layers and kept fds.
 
     Expects the fork-server to have called `apply_shared_limits` before forking.

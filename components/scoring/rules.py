@@ -8,13 +8,13 @@ Reads/writes nothing. Mirrors the official scorer (ALGORITHMS.md, "ColBench"):
 - code containing any of `BANNED` scores 0 without being run. This is kept as the official rule
   although our sandbox makes it unnecessary, so that scores stay comparable with the paper.
 """
+
 from __future__ import annotations
 
 import re
 
 ANSWER_MARKER = "I WANT TO ANSWER:"
-BANNED = ("import os", "from os", "import sys", "from sys", "sudo", "transformers",
-          "exit(", "quit(", "argparse")
+BANNED = ("import os", "from os", "import sys", "from sys", "sudo", "transformers", "exit(", "quit(", "argparse")
 _FENCED = re.compile(r"```[^\n`]*\n(.*?)(?:```|\Z)", re.S)
 _FENCE_LINE = re.compile(r"^\s*```[^\n]*$", re.M)
 
@@ -23,7 +23,7 @@ def strip_marker(text: str) -> str:
     """Remove a leading answer marker (and the whitespace around it)."""
     text = text.strip()
     if text.startswith(ANSWER_MARKER):
-        text = text[len(ANSWER_MARKER):].strip()
+        text = text[len(ANSWER_MARKER) :].strip()
     return text
 
 

@@ -11,6 +11,7 @@ has the server kill and reap the child. It returns the raw wire outputs; decodin
 happen in the caller (backend.py), never in the sandbox. A server that dies is restarted.
 See jail.py for the confinement layers and `SandboxPool.capabilities` for which are active.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -44,8 +45,7 @@ LITE_PRELOAD = (
     "encodings.latin_1 encodings.ascii encodings.cp1252 encodings.unicode_escape "
     "encodings.raw_unicode_escape"
 ).split()
-HEAVY_PRELOAD = LITE_PRELOAD + (
-    "numpy numpy.random numpy.linalg numpy.fft numpy.polynomial numpy.ma bs4").split()
+HEAVY_PRELOAD = LITE_PRELOAD + ("numpy numpy.random numpy.linalg numpy.fft numpy.polynomial numpy.ma bs4").split()
 HEAVY_MARKERS = ("numpy", "bs4")
 
 
@@ -141,14 +141,23 @@ class ForkServer:
         except OSError:
             pass
         os.set_blocking(self.jobs_w, False)
-        cfg = {"jail_root": self.jail_root, "jobs_fd": jobs_r, "results_fd": results_w,
-               "tmpfs_mb": limits.tmpfs_mb, "preload": list(preload), "paths": _site_paths(),
-               "limits": {"mem_mb": limits.mem_mb, "fsize_mb": limits.fsize_mb,
-                          "nofile": limits.nofile}}
+        cfg = {
+            "jail_root": self.jail_root,
+            "jobs_fd": jobs_r,
+            "results_fd": results_w,
+            "tmpfs_mb": limits.tmpfs_mb,
+            "preload": list(preload),
+            "paths": _site_paths(),
+            "limits": {"mem_mb": limits.mem_mb, "fsize_mb": limits.fsize_mb, "nofile": limits.nofile},
+        }
         self.proc = subprocess.Popen(
             [sys.executable, "-P", "-s", "-S", str(SERVER), json.dumps(cfg)],
-            env={"PYTHONHASHSEED": "0"}, cwd="/",
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, pass_fds=(jobs_r, results_w))
+            env={"PYTHONHASHSEED": "0"},
+            cwd="/",
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            pass_fds=(jobs_r, results_w),
+        )
         os.close(jobs_r)
         os.close(results_w)
         self.ctl = _Lines(self.proc.stdout.fileno())
@@ -191,20 +200,26 @@ class ForkServer:
         self.await_ready()
         self._drain()
         lim, nonce = self.limits, secrets.token_hex(8)
-        body = json.dumps({"nonce": nonce, "code": code, "calls": list(calls),
-                           "timeout": lim.timeout_s, "max_chars": lim.max_output_chars}).encode()
+        body = json.dumps(
+            {
+                "nonce": nonce,
+                "code": code,
+                "calls": list(calls),
+                "timeout": lim.timeout_s,
+                "max_chars": lim.max_output_chars,
+            }
+        ).encode()
         self.jobs += 1
         cpu = int(lim.timeout_s * (len(calls) + 1)) + 2
         backstop = (lim.timeout_s + lim.grace_s) * (len(calls) + 2) + 10
-        self._order({"id": self.jobs, "size": len(body), "limits": {"cpu_s": cpu},
-                     "backstop": backstop})
+        self._order({"id": self.jobs, "size": len(body), "limits": {"cpu_s": cpu}, "backstop": backstop})
         result = RunResult(outputs=[None] * len(calls), errors=[None] * len(calls))
         self._collect(self.jobs, nonce, body, result)
         return result
 
     def _write_body(self, body: memoryview) -> memoryview:
         try:
-            return body[os.write(self.jobs_w, body):]
+            return body[os.write(self.jobs_w, body) :]
         except BlockingIOError:
             return body
         except OSError:
@@ -387,8 +402,9 @@ class SandboxPool:
                     self._count[kind] -= 1
                 server.close()
                 if attempt == 2:
-                    return RunResult([None] * len(calls), [f"sandbox failure: {exc}"] * len(calls),
-                                     exit=f"sandbox failure: {exc}")
+                    return RunResult(
+                        [None] * len(calls), [f"sandbox failure: {exc}"] * len(calls), exit=f"sandbox failure: {exc}"
+                    )
                 continue
             self._release(kind, server)
             return result

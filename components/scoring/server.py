@@ -23,6 +23,7 @@ ITIMER_REAL timer (re-firing every 50 ms if the code swallows the exception), ea
 encoded by wire.py inside the child. Lines: {"k": "exec", "err", "caps"}, {"k": "test", "i", "out"}
 or {"k": "test", "i", "err"}, {"k": "done"}.
 """
+
 import builtins
 import gc
 import json
@@ -55,7 +56,7 @@ def _send(fd: int, nonce: str, msg: dict) -> None:
     msg["n"] = nonce
     data = (wire.COMPACT.encode(msg) + "\n").encode()
     while data:
-        data = data[os.write(fd, data):]
+        data = data[os.write(fd, data) :]
 
 
 def _timed(fn, timeout: float):
@@ -88,15 +89,17 @@ def _run_tests(body: dict, out_fd: int, caps: dict) -> None:
     _send(out_fd, nonce, {"k": "exec", "err": err, "caps": caps})
     if err is None:
         for i, call in enumerate(body["calls"]):
+
             def one(call=call):
                 value = eval(compile(call, "<test>", "eval"), namespace)
                 return wire.dumps_output(value, max_chars)
+
             text, err = _timed(one, timeout)
             if err is None:
                 msg = '{"k":"test","i":%d,"out":%s,"n":"%s"}\n' % (i, text, nonce)
                 data = msg.encode()
                 while data:
-                    data = data[os.write(out_fd, data):]
+                    data = data[os.write(out_fd, data) :]
             else:
                 _send(out_fd, nonce, {"k": "test", "i": i, "err": err})
     _send(out_fd, nonce, {"k": "done"})
@@ -105,6 +108,7 @@ def _run_tests(body: dict, out_fd: int, caps: dict) -> None:
 def _seed() -> None:
     """Same random state in every child, so reruns and reference/candidate runs agree."""
     import random
+
     random.seed(0)
     np = sys.modules.get("numpy")
     if np is not None:
@@ -156,7 +160,7 @@ class _Control:
 def _reply(msg: dict) -> None:
     data = (json.dumps(msg) + "\n").encode()
     while data:
-        data = data[os.write(1, data):]
+        data = data[os.write(1, data) :]
 
 
 def _exit_description(status: int) -> str:
@@ -232,8 +236,12 @@ def main() -> None:
     cfg = json.loads(sys.argv[1])
     caps = jail.isolate_server(cfg["jail_root"], int(cfg.get("tmpfs_mb", 256)))
     missing = _preload(cfg)
-    ctx = {"jail_root": cfg["jail_root"], "results_fd": int(cfg["results_fd"]),
-           "jobs_fd": int(cfg["jobs_fd"]), "devnull": os.open(os.devnull, os.O_RDWR)}
+    ctx = {
+        "jail_root": cfg["jail_root"],
+        "results_fd": int(cfg["results_fd"]),
+        "jobs_fd": int(cfg["jobs_fd"]),
+        "devnull": os.open(os.devnull, os.O_RDWR),
+    }
     caps["root"] = os.geteuid() == 0
     caps["seccomp_arch"] = jail.seccomp_program(os.getpid()) is not None
     as_base = jail.address_space_now() + 64 * 2**20  # + slack for what the child maps

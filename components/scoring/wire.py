@@ -18,6 +18,7 @@ the comparison `decoded_candidate == decoded_reference` runs no candidate code a
 Python's own equality rules (1 == 1.0 == True, list != tuple, set == frozenset), as the
 official in-process scorer's `==` does for builtin values.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -60,8 +61,7 @@ def _builtin_subclass(value: object, depth: int):
     if isinstance(value, list):
         return _seq("list", list.copy(value), depth)
     if isinstance(value, dict):
-        return {"t": "dict", "v": [[to_wire(k, depth + 1), to_wire(v, depth + 1)]
-                                   for k, v in list(dict.items(value))]}
+        return {"t": "dict", "v": [[to_wire(k, depth + 1), to_wire(v, depth + 1)] for k, v in list(dict.items(value))]}
     if isinstance(value, frozenset):
         return _seq("frozenset", frozenset.__iter__(value), depth)
     if isinstance(value, set):
@@ -104,8 +104,7 @@ def to_wire(value: object, depth: int = 0):
     if kind in (list, tuple, set, frozenset):
         return _seq(kind.__name__, value, depth)
     if kind is dict:
-        return {"t": "dict", "v": [[to_wire(k, depth + 1), to_wire(v, depth + 1)]
-                                   for k, v in value.items()]}
+        return {"t": "dict", "v": [[to_wire(k, depth + 1), to_wire(v, depth + 1)] for k, v in value.items()]}
     if kind in (bytes, bytearray):
         return {"t": "bytes", "v": bytes(value).hex()}
     if kind is complex:

@@ -13,6 +13,7 @@ The DPO reference is the initial actor; its log-probs come from one separate, ca
 `model/` (the new actor, an HF folder that eval and vLLM load) and `metrics.json`.
 Run as `python -m components.stages.actor [--config JSON]`.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,13 +24,13 @@ from pathlib import Path
 
 import torch
 
+from components.config.training import ActorConfig, Algo, TrainLayout
+from components.data.records import Trajectory, TrajectoryPair, TurnPair, read_jsonl
 from components.lm.forward import frozen_reference_sums, turn_logprob_sums
 from components.lm.losses import dpo_loss
-from components.data.records import Trajectory, TrajectoryPair, TurnPair, read_jsonl
 from components.lm.sequences import TokenSequence, action_sequence, collate, dialogue_sequence
-from components.stages.result import StageResult
-from components.config.training import ActorConfig, Algo, TrainConfig, TrainLayout
 from components.stages.cli import stage_cli
+from components.stages.result import StageResult
 from components.training.loop import resume_point, summarize_history, train
 from components.training.models import load_trainable, save_model
 
@@ -39,8 +40,8 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class ActorInputs:
     trajectories: Path | None = None  # mtdpo, rft
-    pairs: Path | None = None         # mtdpo
-    turn_pairs: Path | None = None    # sweet
+    pairs: Path | None = None  # mtdpo
+    turn_pairs: Path | None = None  # sweet
 
 
 @dataclass(frozen=True)
@@ -59,8 +60,7 @@ def _need(path: Path | None, what: str, algo: Algo) -> Path:
 
 def sweet_pairs(inputs: ActorInputs) -> list[tuple[TokenSequence, TokenSequence]]:
     rows = read_jsonl(_need(inputs.turn_pairs, "turn pairs (turn_pairs.jsonl)", Algo.sweet), TurnPair)
-    return [(action_sequence(p.prompt_ids, p.chosen_ids), action_sequence(p.prompt_ids, p.rejected_ids))
-            for p in rows]
+    return [(action_sequence(p.prompt_ids, p.chosen_ids), action_sequence(p.prompt_ids, p.rejected_ids)) for p in rows]
 
 
 def trajectory_dpo_pairs(inputs: ActorInputs) -> list[tuple[TokenSequence, TokenSequence]]:
@@ -76,6 +76,7 @@ def successful_dialogues(inputs: ActorInputs) -> list[TokenSequence]:
 
 def dpo_loss_fn(beta: float, nll_coef: float, pad_id: int):
     """Mean DPO loss of a micro-batch (+ nll_coef x chosen per-token NLL), with reward metrics."""
+
     def loss_fn(model, part: list[DpoExample]):
         batch = collate([e.chosen for e in part] + [e.rejected for e in part], pad_id)
         totals = turn_logprob_sums(model, batch).sum(-1)
@@ -86,28 +87,37 @@ def dpo_loss_fn(beta: float, nll_coef: float, pad_id: int):
         tokens = batch.counts.sum(-1).to(totals.device).chunk(2)[0].clamp(min=1.0)
         nll = -(chosen / tokens).mean()
         return losses.mean() + nll_coef * nll, {
-            "dpo_loss": losses.mean().item(), "nll": nll.item(), "accuracy": (chosen_r > rejected_r).float().mean().item(),
-            "margin": (chosen_r - rejected_r).mean().item(), "chosen_reward": chosen_r.mean().item(),
-            "rejected_reward": rejected_r.mean().item()}
+            "dpo_loss": losses.mean().item(),
+            "nll": nll.item(),
+            "accuracy": (chosen_r > rejected_r).float().mean().item(),
+            "margin": (chosen_r - rejected_r).mean().item(),
+            "chosen_reward": chosen_r.mean().item(),
+            "rejected_reward": rejected_r.mean().item(),
+        }
+
     return loss_fn
 
 
 def sft_loss_fn(pad_id: int):
     """Per-token NLL over the agent turns of a micro-batch of dialogues."""
+
     def loss_fn(model, part: list[TokenSequence]):
         batch = collate(part, pad_id)
         total = turn_logprob_sums(model, batch).sum()
         nll = -total / batch.counts.sum().clamp(min=1.0).to(total.device)
         return nll, {"nll": nll.item()}
+
     return loss_fn
 
 
-def with_reference(cfg: ActorConfig, model: str, pairs: list[tuple[TokenSequence, TokenSequence]], pad_id: int,
-                   out_dir: Path) -> list[DpoExample]:
+def with_reference(
+    cfg: ActorConfig, model: str, pairs: list[tuple[TokenSequence, TokenSequence]], pad_id: int, out_dir: Path
+) -> list[DpoExample]:
     """DPO examples carrying the initial actor's summed log-probs (one cached pass)."""
     flat = [s for pair in pairs for s in pair]
-    sums = frozen_reference_sums(model, cfg.optim.dtype, flat, out_dir / "reference_logprobs.jsonl", pad_id,
-                                 cfg.ref_batch_size)
+    sums = frozen_reference_sums(
+        model, cfg.optim.dtype, flat, out_dir / "reference_logprobs.jsonl", pad_id, cfg.ref_batch_size
+    )
     return [DpoExample(c, r, sum(sums[2 * i]), sum(sums[2 * i + 1])) for i, (c, r) in enumerate(pairs)]
 
 
@@ -120,7 +130,11 @@ def examples_and_loss(cfg: ActorConfig, model: str, inputs: ActorInputs, pad_id:
         return kept, len(seqs) - len(kept), sft_loss_fn(pad_id)
     pairs = sweet_pairs(inputs) if cfg.algo == Algo.sweet else trajectory_dpo_pairs(inputs)
     kept = [p for p in pairs if fits(p[0]) and fits(p[1])]
-    return with_reference(cfg, model, kept, pad_id, out_dir), len(pairs) - len(kept), dpo_loss_fn(cfg.beta, cfg.nll_coef, pad_id)
+    return (
+        with_reference(cfg, model, kept, pad_id, out_dir),
+        len(pairs) - len(kept),
+        dpo_loss_fn(cfg.beta, cfg.nll_coef, pad_id),
+    )
 
 
 def tokens_of(part) -> int:
@@ -139,13 +153,19 @@ def run(cfg: ActorConfig, model: str, inputs: ActorInputs, out_dir: Path) -> Sta
         log.warning("%d examples exceed max_length %d and are left out", too_long, cfg.max_length)
     if not examples:
         raise ValueError(f"actor.algo={cfg.algo.value}: no training examples in {inputs}")
-    config = {"actor": cfg.model_dump(mode="json"), "model": model,
-              "inputs": {k: str(v) for k, v in vars(inputs).items()}}
+    config = {
+        "actor": cfg.model_dump(mode="json"),
+        "model": model,
+        "inputs": {k: str(v) for k, v in vars(inputs).items()},
+    }
     policy = load_trainable(model, cfg.optim, resume_point(out_dir, config, examples))
     history = train(policy, examples, loss_fn, cfg.optim, out_dir, config, tokens_of)
     model_dir = save_model(policy, tokenizer, out_dir / "model", config)
-    metrics = summarize_history(history) | {"examples": len(examples), "examples_too_long": too_long,
-                                            "seconds": time.perf_counter() - started}
+    metrics = summarize_history(history) | {
+        "examples": len(examples),
+        "examples_too_long": too_long,
+        "seconds": time.perf_counter() - started,
+    }
     (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     return StageResult(paths={"model": model_dir, "metrics": out_dir / "metrics.json"}, metrics=metrics)
 
@@ -155,8 +175,11 @@ def main() -> None:
     cfg, train_cfg = sections["actor"], sections["train"]
     torch.manual_seed(cfg.optim.seed)
     layout = TrainLayout(train_cfg.out_dir)
-    inputs = ActorInputs(trajectories=train_cfg.trajectories / "trajectories.jsonl", pairs=layout.pairs,
-                         turn_pairs=layout.ranking_dir / "turn_pairs.jsonl")
+    inputs = ActorInputs(
+        trajectories=train_cfg.trajectories / "trajectories.jsonl",
+        pairs=layout.pairs,
+        turn_pairs=layout.ranking_dir / "turn_pairs.jsonl",
+    )
     print(json.dumps(run(cfg, train_cfg.model, inputs, layout.actor_dir).metrics))
 
 

@@ -11,10 +11,11 @@ A stage's code dependencies are not typed here: `code_deps` computes them as eve
 its module imports, transitively (including imports inside functions, and the scripts a module
 starts by file name, such as the scoring fork-server), so editing any of them re-runs the stage.
 """
+
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache
 from pathlib import Path
@@ -23,42 +24,42 @@ from components.config.training import TrainLayout
 
 CODE_ROOT = Path(__file__).resolve().parents[2]  # the checkout holding components/
 PACKAGE = "components"
-TRAIN = TrainLayout(Path("${train.out_dir}"))    # the training stages' files, as templates
+TRAIN = TrainLayout(Path("${train.out_dir}"))  # the training stages' files, as templates
 
 
 class Kind(str, Enum):
-    eval = "eval"          # evaluates a model: an MLflow eval run, a registry gate, the run's score
+    eval = "eval"  # evaluates a model: an MLflow eval run, a registry gate, the run's score
     episodes = "episodes"  # plays episodes for training data (retried once: it resumes)
-    train = "train"        # a SWEET-RL / baseline training step
-    cory = "cory"          # CORY/PPO on GSM8K: iterates itself, logs per-iteration eval runs
-    model = "model"        # prepares the embedded default model (the root dvc.yaml only)
+    train = "train"  # a SWEET-RL / baseline training step
+    cory = "cory"  # CORY/PPO on GSM8K: iterates itself, logs per-iteration eval runs
+    model = "model"  # prepares the embedded default model (the root dvc.yaml only)
 
 
 @dataclass(frozen=True)
 class Out:
     path: str
-    persist: bool = False   # kept across a re-run: the stage resumes from it
-    cache: bool = True      # false: small files DVC tracks without caching
+    persist: bool = False  # kept across a re-run: the stage resumes from it
+    cache: bool = True  # false: small files DVC tracks without caching
 
 
 @dataclass(frozen=True)
 class Stage:
     name: str
-    label: str                      # what the console and MLflow call it
+    label: str  # what the console and MLflow call it
     module: str
-    sections: tuple[str, ...]       # params.yaml sections it reads
-    inputs: tuple[str, ...]         # data files (and other stages' outputs) it reads
-    models: tuple[str, ...]         # models it loads: a dep when a local folder (a hub id is not a file)
+    sections: tuple[str, ...]  # params.yaml sections it reads
+    inputs: tuple[str, ...]  # data files (and other stages' outputs) it reads
+    models: tuple[str, ...]  # models it loads: a dep when a local folder (a hub id is not a file)
     outs: tuple[Out, ...]
-    metrics: str | None             # its metrics.json
+    metrics: str | None  # its metrics.json
     kind: Kind
     algos: frozenset[str]
     args: tuple[str, ...] = ()
-    optional_inputs: tuple[str, ...] = ()   # `section.key`: an input only when that value is set
-    curves: str | None = None       # JSONL of per-step numbers, logged as MLflow curves
-    artifacts: tuple[str, ...] = () # further files kept in MLflow
-    dialogues: str | None = None    # trajectories rendered as sample dialogues
-    sample_key: str | None = None   # `section.key` giving how many dialogues to render
+    optional_inputs: tuple[str, ...] = ()  # `section.key`: an input only when that value is set
+    curves: str | None = None  # JSONL of per-step numbers, logged as MLflow curves
+    artifacts: tuple[str, ...] = ()  # further files kept in MLflow
+    dialogues: str | None = None  # trajectories rendered as sample dialogues
+    sample_key: str | None = None  # `section.key` giving how many dialogues to render
 
     def outs_for(self, algo: str | None) -> tuple[Out, ...]:
         """The outs under `algo` (SFT, rft's actor loss, has no reference pass to cache)."""
@@ -85,57 +86,177 @@ def _episode_outs(out_dir: str, scores: bool) -> tuple[Out, ...]:
 
 
 def _training_outs(folder: Path) -> tuple[Out, ...]:
-    return (Out(str(folder / "model")), Out(str(folder / "checkpoints"), persist=True),
-            Out(str(folder / "reference_logprobs.jsonl"), persist=True),
-            Out(str(folder / "train_metrics.jsonl"), persist=True, cache=False))
+    return (
+        Out(str(folder / "model")),
+        Out(str(folder / "checkpoints"), persist=True),
+        Out(str(folder / "reference_logprobs.jsonl"), persist=True),
+        Out(str(folder / "train_metrics.jsonl"), persist=True, cache=False),
+    )
 
 
-STAGES: dict[str, Stage] = {s.name: s for s in (
-    Stage("prepare_model", "default model", "components.data.model_prepare", (), (), (), (Out("${model.out_dir}"),),
-          None, Kind.model, frozenset(), args=("--out", "${model.out_dir}")),
-    Stage("eval_zero_shot", "evaluation", "components.stages.evaluate", ("data", "episode", "eval"),
-          (TASKS,), ("${eval.model}",), _episode_outs("${eval.out_dir}", True), "${eval.out_dir}/metrics.json", Kind.eval,
-          COLBENCH, artifacts=("${eval.out_dir}/scores.jsonl",), dialogues="${eval.out_dir}/trajectories.jsonl",
-          sample_key="eval.sample_dialogues"),
-    Stage("rollouts", "rollouts", "components.stages.rollouts", ("data", "episode", "rollouts"), (TASKS,), ("${rollouts.model}",),
-          _episode_outs("${rollouts.out_dir}", False), "${rollouts.out_dir}/metrics.json", Kind.episodes, COLBENCH,
-          optional_inputs=("rollouts.offline",), dialogues="${rollouts.out_dir}/trajectories.jsonl",
-          sample_key="rollouts.sample_dialogues"),
-    Stage("train_pairs", "trajectory pairs", "components.stages.pairs", ("pairs", "train"), (ROLLOUTS,), (),
-          (Out(str(TRAIN.pairs)),), str(TRAIN.pairs.parent / "pairs_metrics.json"), Kind.train,
-          frozenset({"sweet", "mtdpo"}), args=("trajectory",)),
-    Stage("critic", "critic", "components.stages.critic", ("critic", "train", "data"),
-          (ROLLOUTS, str(TRAIN.pairs), TASKS), ("${critic.model}",), _training_outs(TRAIN.critic_dir),
-          str(TRAIN.critic_dir / "metrics.json"), Kind.train, frozenset({"sweet"}),
-          curves=str(TRAIN.critic_dir / "train_metrics.jsonl"), artifacts=(str(TRAIN.critic_dir / "advantages.md"),)),
-    Stage("candidates", "candidates", "components.stages.candidates", ("candidates", "train", "episode"),
-          (ROLLOUTS,), ("${train.model}",), (Out(str(TRAIN.candidates), persist=True),),  # sampled states survive a crash
-          str(TRAIN.candidates.parent / "candidates_metrics.json"), Kind.train, frozenset({"sweet"})),
-    Stage("ranking", "ranking", "components.stages.ranking", ("ranking", "critic", "train", "data"),
-          (str(TRAIN.candidates), TASKS), (str(TRAIN.critic_dir / "model"), "${critic.model}", "${train.model}"),
-          (Out(str(TRAIN.ranking_dir / "ranked.jsonl")), Out(str(TRAIN.ranking_dir / "baseline_means.jsonl"),
-                                                              persist=True)),
-          str(TRAIN.ranking_dir / "ranking_metrics.json"), Kind.train, frozenset({"sweet"})),
-    Stage("turn_pairs", "turn pairs", "components.stages.pairs", ("pairs", "train"),
-          (str(TRAIN.ranking_dir / "ranked.jsonl"),), (), (Out(ACTOR_INPUT["sweet"]),),
-          str(TRAIN.ranking_dir / "turn_pairs_metrics.json"), Kind.train, frozenset({"sweet"}), args=("turn",)),
-    Stage("actor", "actor", "components.stages.actor", ("actor", "train"), (ACTOR_INPUT["sweet"],), ("${train.model}",),
-          _training_outs(TRAIN.actor_dir), str(TRAIN.actor_dir / "metrics.json"), Kind.train, COLBENCH,
-          curves=str(TRAIN.actor_dir / "train_metrics.jsonl")),
-    Stage("eval_actor", "evaluation", "components.stages.evaluate", ("data", "episode", "eval"),
-          (TASKS,), (str(TRAIN.actor_dir / "model"),), _episode_outs(str(TRAIN.root / "eval"), True),
-          str(TRAIN.root / "eval" / "metrics.json"), Kind.eval, COLBENCH,
-          args=("--model", str(TRAIN.actor_dir / "model"), "--out", str(TRAIN.root / "eval")),
-          artifacts=(str(TRAIN.root / "eval" / "scores.jsonl"),), dialogues=str(TRAIN.root / "eval" / "trajectories.jsonl"),
-          sample_key="eval.sample_dialogues"),
-    Stage("cory", "CORY/PPO", "components.stages.cory", ("cory",), ("${cory.train_file}", "${cory.test_file}"), ("${cory.model}",),
-          (Out("${cory.out_dir}/adapters"), Out("${cory.out_dir}/checkpoint", persist=True),
-           Out("${cory.out_dir}/eval_initial.json", persist=True),
-           Out("${cory.out_dir}/iterations.jsonl", persist=True, cache=False),  # one row per finished iteration
-           Out("${cory.out_dir}/samples.jsonl", persist=True, cache=False)),
-          "${cory.out_dir}/metrics.json", Kind.cory, frozenset({"cory", "ppo"}),
-          curves="${cory.out_dir}/iterations.jsonl"),
-)}
+STAGES: dict[str, Stage] = {
+    s.name: s
+    for s in (
+        Stage(
+            "prepare_model",
+            "default model",
+            "components.data.model_prepare",
+            (),
+            (),
+            (),
+            (Out("${model.out_dir}"),),
+            None,
+            Kind.model,
+            frozenset(),
+            args=("--out", "${model.out_dir}"),
+        ),
+        Stage(
+            "eval_zero_shot",
+            "evaluation",
+            "components.stages.evaluate",
+            ("data", "episode", "eval"),
+            (TASKS,),
+            ("${eval.model}",),
+            _episode_outs("${eval.out_dir}", True),
+            "${eval.out_dir}/metrics.json",
+            Kind.eval,
+            COLBENCH,
+            artifacts=("${eval.out_dir}/scores.jsonl",),
+            dialogues="${eval.out_dir}/trajectories.jsonl",
+            sample_key="eval.sample_dialogues",
+        ),
+        Stage(
+            "rollouts",
+            "rollouts",
+            "components.stages.rollouts",
+            ("data", "episode", "rollouts"),
+            (TASKS,),
+            ("${rollouts.model}",),
+            _episode_outs("${rollouts.out_dir}", False),
+            "${rollouts.out_dir}/metrics.json",
+            Kind.episodes,
+            COLBENCH,
+            optional_inputs=("rollouts.offline",),
+            dialogues="${rollouts.out_dir}/trajectories.jsonl",
+            sample_key="rollouts.sample_dialogues",
+        ),
+        Stage(
+            "train_pairs",
+            "trajectory pairs",
+            "components.stages.pairs",
+            ("pairs", "train"),
+            (ROLLOUTS,),
+            (),
+            (Out(str(TRAIN.pairs)),),
+            str(TRAIN.pairs.parent / "pairs_metrics.json"),
+            Kind.train,
+            frozenset({"sweet", "mtdpo"}),
+            args=("trajectory",),
+        ),
+        Stage(
+            "critic",
+            "critic",
+            "components.stages.critic",
+            ("critic", "train", "data"),
+            (ROLLOUTS, str(TRAIN.pairs), TASKS),
+            ("${critic.model}",),
+            _training_outs(TRAIN.critic_dir),
+            str(TRAIN.critic_dir / "metrics.json"),
+            Kind.train,
+            frozenset({"sweet"}),
+            curves=str(TRAIN.critic_dir / "train_metrics.jsonl"),
+            artifacts=(str(TRAIN.critic_dir / "advantages.md"),),
+        ),
+        Stage(
+            "candidates",
+            "candidates",
+            "components.stages.candidates",
+            ("candidates", "train", "episode"),
+            (ROLLOUTS,),
+            ("${train.model}",),
+            (Out(str(TRAIN.candidates), persist=True),),  # sampled states survive a crash
+            str(TRAIN.candidates.parent / "candidates_metrics.json"),
+            Kind.train,
+            frozenset({"sweet"}),
+        ),
+        Stage(
+            "ranking",
+            "ranking",
+            "components.stages.ranking",
+            ("ranking", "critic", "train", "data"),
+            (str(TRAIN.candidates), TASKS),
+            (str(TRAIN.critic_dir / "model"), "${critic.model}", "${train.model}"),
+            (
+                Out(str(TRAIN.ranking_dir / "ranked.jsonl")),
+                Out(str(TRAIN.ranking_dir / "baseline_means.jsonl"), persist=True),
+            ),
+            str(TRAIN.ranking_dir / "ranking_metrics.json"),
+            Kind.train,
+            frozenset({"sweet"}),
+        ),
+        Stage(
+            "turn_pairs",
+            "turn pairs",
+            "components.stages.pairs",
+            ("pairs", "train"),
+            (str(TRAIN.ranking_dir / "ranked.jsonl"),),
+            (),
+            (Out(ACTOR_INPUT["sweet"]),),
+            str(TRAIN.ranking_dir / "turn_pairs_metrics.json"),
+            Kind.train,
+            frozenset({"sweet"}),
+            args=("turn",),
+        ),
+        Stage(
+            "actor",
+            "actor",
+            "components.stages.actor",
+            ("actor", "train"),
+            (ACTOR_INPUT["sweet"],),
+            ("${train.model}",),
+            _training_outs(TRAIN.actor_dir),
+            str(TRAIN.actor_dir / "metrics.json"),
+            Kind.train,
+            COLBENCH,
+            curves=str(TRAIN.actor_dir / "train_metrics.jsonl"),
+        ),
+        Stage(
+            "eval_actor",
+            "evaluation",
+            "components.stages.evaluate",
+            ("data", "episode", "eval"),
+            (TASKS,),
+            (str(TRAIN.actor_dir / "model"),),
+            _episode_outs(str(TRAIN.root / "eval"), True),
+            str(TRAIN.root / "eval" / "metrics.json"),
+            Kind.eval,
+            COLBENCH,
+            args=("--model", str(TRAIN.actor_dir / "model"), "--out", str(TRAIN.root / "eval")),
+            artifacts=(str(TRAIN.root / "eval" / "scores.jsonl"),),
+            dialogues=str(TRAIN.root / "eval" / "trajectories.jsonl"),
+            sample_key="eval.sample_dialogues",
+        ),
+        Stage(
+            "cory",
+            "CORY/PPO",
+            "components.stages.cory",
+            ("cory",),
+            ("${cory.train_file}", "${cory.test_file}"),
+            ("${cory.model}",),
+            (
+                Out("${cory.out_dir}/adapters"),
+                Out("${cory.out_dir}/checkpoint", persist=True),
+                Out("${cory.out_dir}/eval_initial.json", persist=True),
+                Out("${cory.out_dir}/iterations.jsonl", persist=True, cache=False),  # one row per finished iteration
+                Out("${cory.out_dir}/samples.jsonl", persist=True, cache=False),
+            ),
+            "${cory.out_dir}/metrics.json",
+            Kind.cory,
+            frozenset({"cory", "ppo"}),
+            curves="${cory.out_dir}/iterations.jsonl",
+        ),
+    )
+}
 TRAIN_ORDER = ("train_pairs", "critic", "candidates", "ranking", "turn_pairs", "actor")
 
 
@@ -199,6 +320,8 @@ def code_deps(module: str) -> tuple[str, ...]:
 
 def uncovered(module: str, deps: list[str]) -> list[str]:
     """The project files `module` imports that `deps` (files or folders) do not cover."""
+
     def covered(path: str) -> bool:
         return any(path == d or path.startswith(d.rstrip("/") + "/") for d in deps)
+
     return [path for path in code_deps(module) if not covered(path)]

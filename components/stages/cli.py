@@ -5,6 +5,7 @@ the stage catalogue says it reads; DVC runs it this way (`dvc repro` of a genera
 and so does every sweetflow command. ARGS are the stage's own (`trajectory`/`turn` for pairs,
 `--model`/`--out` for an evaluation).
 """
+
 from __future__ import annotations
 
 import logging
@@ -25,8 +26,10 @@ def stage_cli(module: str) -> tuple[dict[str, Any], list[str]]:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     args = sys.argv[1:]
     if args[:1] in (["-h"], ["--help"]):
-        print(f"python -m {module} {' '.join(stages[0].args)}\n  {stages[0].label} stage; reads sections "
-              f"{', '.join(stages[0].sections)} of {params_file()} ($SWEETFLOW_PARAMS)")
+        print(
+            f"python -m {module} {' '.join(stages[0].args)}\n  {stages[0].label} stage; reads sections "
+            f"{', '.join(stages[0].sections)} of {params_file()} ($SWEETFLOW_PARAMS)"
+        )
         raise SystemExit(0)
     try:
         return {name: load_section(SECTIONS[name], name) for name in stages[0].sections}, args

@@ -22,6 +22,7 @@ every T iterations (components.cory.agents). `algo: ppo` is the single-agent bas
 same number of answers per iteration (components.cory.rollout). Departures from the paper: LoRA
 adapters on one frozen base instead of two full copies; optimizer state kept across exchanges.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,10 +34,10 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from components.config.cory import CoryAlgo, CoryConfig
 from components.config.sections import ConfigError
 from components.cory import state
 from components.cory.agents import AgentPool, agent_names, roles_at
-from components.config.cory import CoryAlgo, CoryConfig
 from components.cory.evaluation import evaluate_agent
 from components.cory.gsm8k import GSM8KRow, load_gsm8k
 from components.cory.ppo import ppo_update
@@ -57,26 +58,50 @@ def draw_questions(n_rows: int, k: int, seed: int, iteration: int) -> list[int]:
     return random.Random(derive_seed(seed, "questions", iteration)).sample(range(n_rows), k)
 
 
-def evaluate_all(cfg: CoryConfig, pool: AgentPool, server: PolicyServer, rows: Sequence[GSM8KRow],
-                 agents: Sequence[str]) -> dict[str, dict[str, float]]:
+def evaluate_all(
+    cfg: CoryConfig, pool: AgentPool, server: PolicyServer, rows: Sequence[GSM8KRow], agents: Sequence[str]
+) -> dict[str, dict[str, float]]:
     sampling = SamplingConfig(temperature=cfg.eval_temperature, max_tokens=cfg.max_new_tokens)
-    return {agent: evaluate_agent(server, pool, agent, rows, sampling=sampling, chat_template=cfg.chat_template,
-                                  eta=cfg.eta, seed=cfg.seed, chunk=cfg.minibatch_size)[0] for agent in agents}
+    return {
+        agent: evaluate_agent(
+            server,
+            pool,
+            agent,
+            rows,
+            sampling=sampling,
+            chat_template=cfg.chat_template,
+            eta=cfg.eta,
+            seed=cfg.seed,
+            chunk=cfg.minibatch_size,
+        )[0]
+        for agent in agents
+    }
 
 
-def run_iteration(cfg: CoryConfig, pool: AgentPool, server: PolicyServer, train_rows: Sequence[GSM8KRow],
-                  eval_rows: Sequence[GSM8KRow], iteration: int) -> tuple[dict, list[Sample]]:
+def run_iteration(
+    cfg: CoryConfig,
+    pool: AgentPool,
+    server: PolicyServer,
+    train_rows: Sequence[GSM8KRow],
+    eval_rows: Sequence[GSM8KRow],
+    iteration: int,
+) -> tuple[dict, list[Sample]]:
     """Rollouts, one PPO update per agent, evaluation of each agent; the iteration's row and samples."""
     began = time.perf_counter()
     roles = roles_at(iteration, cfg.algo, cfg.exchange_every)
     drawn = draw_questions(len(train_rows), cfg.questions_per_iteration, cfg.seed, iteration)
     sampling = SamplingConfig(temperature=cfg.temperature, max_tokens=cfg.max_new_tokens)
-    samples = SAMPLERS[cfg.algo](server.engine_for, roles, [train_rows[i] for i in drawn], sampling,
-                                 cfg.chat_template, cfg.seed, iteration)
+    samples = SAMPLERS[cfg.algo](
+        server.engine_for, roles, [train_rows[i] for i in drawn], sampling, cfg.chat_template, cfg.seed, iteration
+    )
     rolled = time.perf_counter()
-    row: dict = {"iteration": iteration, "algo": cfg.algo.value, "roles": roles,
-                 "exchanged": iteration > 1 and roles != roles_at(iteration - 1, cfg.algo, cfg.exchange_every),
-                 "questions": drawn}
+    row: dict = {
+        "iteration": iteration,
+        "algo": cfg.algo.value,
+        "roles": roles,
+        "exchanged": iteration > 1 and roles != roles_at(iteration - 1, cfg.algo, cfg.exchange_every),
+        "questions": drawn,
+    }
     for agent in pool.agents:
         stats = ppo_update(pool, agent, [s for s in samples if s.agent == agent], cfg, iteration)
         server.updated(agent)
@@ -88,18 +113,33 @@ def run_iteration(cfg: CoryConfig, pool: AgentPool, server: PolicyServer, train_
     for agent, metrics in evaluate_all(cfg, pool, server, eval_rows, list(pool.agents)).items():
         row |= {f"eval/{agent}/{k}": v for k, v in metrics.items()}
     done = time.perf_counter()
-    row |= {"tokens_generated": sum(len(s.response_ids) for s in samples),
-            "eval_tokens_generated": sum(row[f"eval/{a}/tokens"] for a in pool.agents),
-            "seconds": done - began, "seconds_rollout": rolled - began, "seconds_update": updated - rolled,
-            "seconds_eval": done - updated}
+    row |= {
+        "tokens_generated": sum(len(s.response_ids) for s in samples),
+        "eval_tokens_generated": sum(row[f"eval/{a}/tokens"] for a in pool.agents),
+        "seconds": done - began,
+        "seconds_rollout": rolled - began,
+        "seconds_update": updated - rolled,
+        "seconds_eval": done - updated,
+    }
     return row, samples
 
 
 def sample_rows(iteration: int, samples: Sequence[Sample], rows: Sequence[GSM8KRow], drawn: list[int]) -> list[dict]:
-    return [{"iteration": iteration, "question": drawn[s.question], "role": s.role, "agent": s.agent,
-             "prompt": rows[drawn[s.question]].question, "gold": rows[drawn[s.question]].gold, "answer": s.text,
-             "correct": s.correct, "task_reward": s.task_reward}
-            for s in samples if s.question < SAMPLE_QUESTIONS]
+    return [
+        {
+            "iteration": iteration,
+            "question": drawn[s.question],
+            "role": s.role,
+            "agent": s.agent,
+            "prompt": rows[drawn[s.question]].question,
+            "gold": rows[drawn[s.question]].gold,
+            "answer": s.text,
+            "correct": s.correct,
+            "task_reward": s.task_reward,
+        }
+        for s in samples
+        if s.question < SAMPLE_QUESTIONS
+    ]
 
 
 def summarize(rows: list[dict], initial: dict[str, float] | None, agents: Sequence[str]) -> dict[str, float]:
@@ -129,8 +169,10 @@ def _load_data(cfg: CoryConfig) -> tuple[list[GSM8KRow], list[GSM8KRow]]:
     train_rows = load_gsm8k(cfg.train_file)
     eval_rows = load_gsm8k(cfg.test_file, cfg.eval_questions)
     if len(train_rows) < cfg.questions_per_iteration:
-        raise ConfigError(f"cory.questions_per_iteration is {cfg.questions_per_iteration} but {cfg.train_file} "
-                          f"holds {len(train_rows)} questions")
+        raise ConfigError(
+            f"cory.questions_per_iteration is {cfg.questions_per_iteration} but {cfg.train_file} "
+            f"holds {len(train_rows)} questions"
+        )
     if len(eval_rows) < cfg.eval_questions:
         raise ConfigError(f"cory.eval_questions is {cfg.eval_questions} but {cfg.test_file} holds {len(eval_rows)}")
     return train_rows, eval_rows
@@ -152,11 +194,21 @@ def _initial_eval(cfg: CoryConfig, pool: AgentPool, server: PolicyServer, eval_r
 
 def _log_row(row: dict, agents: Sequence[str], total: int) -> None:
     roles = " ".join(f"{role}={agent}" for role, agent in row["roles"].items())
-    parts = [f"{a}: train reward {row[f'train/{a}/task_reward']:.3f} kl {row[f'train/{a}/kl']:.3f} "
-             f"ploss {row[f'train/{a}/policy_loss']:.4f} | eval pass@1 {row[f'eval/{a}/pass_at_1']:.3f} "
-             f"kl {row[f'eval/{a}/kl']:.3f} obj {row[f'eval/{a}/objective']:.3f}" for a in agents]
-    log.info("iteration %d/%d (%s%s) %.1f s; %s", row["iteration"], total, roles,
-             ", roles exchanged" if row["exchanged"] else "", row["seconds"], "; ".join(parts))
+    parts = [
+        f"{a}: train reward {row[f'train/{a}/task_reward']:.3f} kl {row[f'train/{a}/kl']:.3f} "
+        f"ploss {row[f'train/{a}/policy_loss']:.4f} | eval pass@1 {row[f'eval/{a}/pass_at_1']:.3f} "
+        f"kl {row[f'eval/{a}/kl']:.3f} obj {row[f'eval/{a}/objective']:.3f}"
+        for a in agents
+    ]
+    log.info(
+        "iteration %d/%d (%s%s) %.1f s; %s",
+        row["iteration"],
+        total,
+        roles,
+        ", roles exchanged" if row["exchanged"] else "",
+        row["seconds"],
+        "; ".join(parts),
+    )
 
 
 def _save_agents(cfg: CoryConfig, pool: AgentPool) -> dict[str, Path]:
@@ -176,10 +228,18 @@ def run(cfg: CoryConfig) -> StageResult:
     agents = agent_names(cfg.algo)
     pool = AgentPool(cfg, agents)
     start = state.resume(out_dir, pool, cfg.fingerprint())
-    server = make_server(cfg.engine, cfg.vllm_sync, pool, cfg.model, out_dir / "serving", cfg.seed,
-                         cfg.generation_batch_size)
-    log.info("%s on %s: %d agent(s), iterations %d..%d, engine %s", cfg.algo.value, cfg.model, len(agents),
-             start + 1, cfg.iterations, type(server).__name__)
+    server = make_server(
+        cfg.engine, cfg.vllm_sync, pool, cfg.model, out_dir / "serving", cfg.seed, cfg.generation_batch_size
+    )
+    log.info(
+        "%s on %s: %d agent(s), iterations %d..%d, engine %s",
+        cfg.algo.value,
+        cfg.model,
+        len(agents),
+        start + 1,
+        cfg.iterations,
+        type(server).__name__,
+    )
     try:
         initial = _initial_eval(cfg, pool, server, eval_rows, start)
         bar = tqdm(total=cfg.iterations, initial=min(start, cfg.iterations), desc=cfg.algo.value, unit="it")
@@ -198,8 +258,9 @@ def run(cfg: CoryConfig) -> StageResult:
     metrics = summarize(rows, initial, agents)
     (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     paths = _save_agents(cfg, pool)
-    return StageResult(paths={"iterations": out_dir / state.ITERATIONS, "metrics": out_dir / "metrics.json", **paths},
-                       metrics=metrics)
+    return StageResult(
+        paths={"iterations": out_dir / state.ITERATIONS, "metrics": out_dir / "metrics.json", **paths}, metrics=metrics
+    )
 
 
 def main() -> None:

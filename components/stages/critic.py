@@ -13,6 +13,7 @@ of beta * mean_l [log pi_critic - log pi_ref] with c in context; loss = -log sig
 Option `normalize: joint` takes the authors' code's single mean over all agent tokens.
 Run as `python -m components.stages.critic --config JSON` (one process per step).
 """
+
 from __future__ import annotations
 
 import json
@@ -24,17 +25,16 @@ from pathlib import Path
 
 import torch
 
-from components.lm.advantage import trajectory_scores
-from components.lm.critic_inputs import (critic_sequence, dialogue_advantages, pad_sums, render_advantages,
-                                         task_of)
+from components.config.training import CriticConfig, TrainLayout
+from components.data.records import Trajectory, TrajectoryPair, read_jsonl
 from components.data.tasks import load_backend_tasks
+from components.lm.advantage import trajectory_scores
+from components.lm.critic_inputs import critic_sequence, dialogue_advantages, pad_sums, render_advantages, task_of
 from components.lm.forward import frozen_reference_sums, turn_logprob_sums
 from components.lm.losses import bradley_terry_loss
-from components.data.records import Trajectory, TrajectoryPair, read_jsonl
 from components.lm.sequences import TokenSequence, collate
-from components.stages.result import StageResult
-from components.config.training import CriticConfig, TrainConfig, TrainLayout
 from components.stages.cli import stage_cli
+from components.stages.result import StageResult
 from components.training.loop import resume_point, summarize_history, train
 from components.training.models import load_trainable, save_model
 
@@ -50,8 +50,9 @@ class CriticPair:
     ref_rejected: list[float]
 
 
-def pair_sequences(pairs: list[TrajectoryPair], trajs: dict[str, Trajectory], tasks, tokenizer,
-                   max_length: int) -> tuple[list[tuple[TokenSequence, TokenSequence]], list[TrajectoryPair]]:
+def pair_sequences(
+    pairs: list[TrajectoryPair], trajs: dict[str, Trajectory], tasks, tokenizer, max_length: int
+) -> tuple[list[tuple[TokenSequence, TokenSequence]], list[TrajectoryPair]]:
     """(chosen, rejected) critic sequences of the pairs that fit `max_length`, and those pairs."""
     seq_of: dict[str, TokenSequence] = {}
     for key in {k for p in pairs for k in (p.chosen, p.rejected)}:
@@ -64,6 +65,7 @@ def pair_sequences(pairs: list[TrajectoryPair], trajs: dict[str, Trajectory], ta
 
 def bt_loss_fn(beta: float, normalize, pad_id: int):
     """Loss of a micro-batch of CriticPairs: mean Bradley-Terry loss, with accuracy and margin."""
+
     def loss_fn(model, part: list[CriticPair]):
         batch = collate([p.chosen for p in part] + [p.rejected for p in part], pad_id)
         sums = turn_logprob_sums(model, batch)
@@ -72,27 +74,50 @@ def bt_loss_fn(beta: float, normalize, pad_id: int):
         chosen, rejected = scores.chunk(2)
         margin = (chosen - rejected).detach()
         return bradley_terry_loss(chosen, rejected).mean(), {
-            "accuracy": (margin > 0).float().mean().item(), "margin": margin.mean().item(),
-            "chosen_score": chosen.detach().mean().item(), "rejected_score": rejected.detach().mean().item()}
+            "accuracy": (margin > 0).float().mean().item(),
+            "margin": margin.mean().item(),
+            "chosen_score": chosen.detach().mean().item(),
+            "rejected_score": rejected.detach().mean().item(),
+        }
+
     return loss_fn
 
 
 def critic_pairs(cfg: CriticConfig, seq_pairs, tokenizer, out_dir: Path) -> list[CriticPair]:
     """Attach the frozen reference's per-turn sums (one pass, cached) to every sequence pair."""
     flat = [s for pair in seq_pairs for s in pair]
-    sums = frozen_reference_sums(cfg.model, cfg.optim.dtype, flat, out_dir / "reference_logprobs.jsonl",
-                                 tokenizer.pad_token_id, cfg.ref_batch_size)
+    sums = frozen_reference_sums(
+        cfg.model,
+        cfg.optim.dtype,
+        flat,
+        out_dir / "reference_logprobs.jsonl",
+        tokenizer.pad_token_id,
+        cfg.ref_batch_size,
+    )
     return [CriticPair(c, r, sums[2 * i], sums[2 * i + 1]) for i, (c, r) in enumerate(seq_pairs)]
 
 
-def write_advantage_view(model, examples: list[CriticPair], pairs: list[TrajectoryPair],
-                         trajs: dict[str, Trajectory], beta: float, pad_id: int, path: Path) -> None:
+def write_advantage_view(
+    model,
+    examples: list[CriticPair],
+    pairs: list[TrajectoryPair],
+    trajs: dict[str, Trajectory],
+    beta: float,
+    pad_id: int,
+    path: Path,
+) -> None:
     """advantages.md: the trained critic's per-turn advantages on the first pairs' two dialogues."""
     seqs = [s for e in examples for s in (e.chosen, e.rejected)]
     refs = [r for e in examples for r in (e.ref_chosen, e.ref_rejected)]
     adv = dialogue_advantages(model, seqs, refs, beta, pad_id)
-    items = [(f"pair {i // 2 + 1} {'chosen' if i % 2 == 0 else 'rejected'}",
-              trajs[pairs[i // 2].chosen if i % 2 == 0 else pairs[i // 2].rejected], a) for i, a in enumerate(adv)]
+    items = [
+        (
+            f"pair {i // 2 + 1} {'chosen' if i % 2 == 0 else 'rejected'}",
+            trajs[pairs[i // 2].chosen if i % 2 == 0 else pairs[i // 2].rejected],
+            a,
+        )
+        for i, a in enumerate(adv)
+    ]
     path.write_text(render_advantages(items))
 
 
@@ -106,8 +131,10 @@ def run(cfg: CriticConfig, trajectories: Path, pairs: Path, tasks_file: Path, ou
     trajs = {t.key: t for t in read_jsonl(trajectories, Trajectory)}
     pair_rows = list(read_jsonl(pairs, TrajectoryPair))
     if not pair_rows:
-        raise ValueError(f"{pairs} holds no trajectory pairs: no task was solved in the rollouts "
-                         "(lower pairs.min_chosen_score or collect more rollouts)")
+        raise ValueError(
+            f"{pairs} holds no trajectory pairs: no task was solved in the rollouts "
+            "(lower pairs.min_chosen_score or collect more rollouts)"
+        )
     seq_pairs, kept = pair_sequences(pair_rows, trajs, load_backend_tasks(tasks_file), tokenizer, cfg.max_length)
     too_long = len(pair_rows) - len(kept)
     if too_long:
@@ -115,14 +142,31 @@ def run(cfg: CriticConfig, trajectories: Path, pairs: Path, tasks_file: Path, ou
     examples = critic_pairs(cfg, seq_pairs, tokenizer, out_dir)
     config = {"critic": cfg.model_dump(mode="json"), "trajectories": str(trajectories), "pairs": str(pairs)}
     model = load_trainable(cfg.model, cfg.optim, resume_point(out_dir, config, examples))
-    history = train(model, examples, bt_loss_fn(cfg.beta, cfg.normalize, tokenizer.pad_token_id), cfg.optim,
-                    out_dir, config, tokens_of=lambda part: sum(len(p.chosen.ids) + len(p.rejected.ids) for p in part))
-    write_advantage_view(model, examples[:SAMPLE_PAIRS], kept[:SAMPLE_PAIRS], trajs, cfg.beta,
-                         tokenizer.pad_token_id, out_dir / "advantages.md")
+    history = train(
+        model,
+        examples,
+        bt_loss_fn(cfg.beta, cfg.normalize, tokenizer.pad_token_id),
+        cfg.optim,
+        out_dir,
+        config,
+        tokens_of=lambda part: sum(len(p.chosen.ids) + len(p.rejected.ids) for p in part),
+    )
+    write_advantage_view(
+        model,
+        examples[:SAMPLE_PAIRS],
+        kept[:SAMPLE_PAIRS],
+        trajs,
+        cfg.beta,
+        tokenizer.pad_token_id,
+        out_dir / "advantages.md",
+    )
     model_dir = save_model(model, tokenizer, out_dir / "model", config)
     metrics = summarize_history(history) | {
-        "pairs": len(examples), "pairs_too_long": too_long, "seconds": time.perf_counter() - started,
-        "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}
+        "pairs": len(examples),
+        "pairs_too_long": too_long,
+        "seconds": time.perf_counter() - started,
+        "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+    }
     (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     return StageResult(paths={"model": model_dir, "metrics": out_dir / "metrics.json"}, metrics=metrics)
 
@@ -134,8 +178,13 @@ def main() -> None:
     cfg, train_cfg = sections["critic"], sections["train"]
     torch.manual_seed(cfg.optim.seed)
     layout = TrainLayout(train_cfg.out_dir)
-    result = run(cfg, train_cfg.trajectories / "trajectories.jsonl", layout.pairs,
-                 sections["data"].tasks_file(Split.train), layout.critic_dir)
+    result = run(
+        cfg,
+        train_cfg.trajectories / "trajectories.jsonl",
+        layout.pairs,
+        sections["data"].tasks_file(Split.train),
+        layout.critic_dir,
+    )
     print(json.dumps(result.metrics))
 
 

@@ -7,6 +7,7 @@ the task in the tasks file, seed, score, passed, total, success, error) and `met
 (success_rate, tests_passed, mean_turns, n, their 95% bootstrap intervals, per-seed values).
 Episodes are appended as each ends and a re-run resumes after them (components/episodes/play.py).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,8 +32,9 @@ def run(cfg: EvalConfig, episode: EpisodeSection, data: DataConfig, out_dir: Pat
     return StageResult(paths=write_outputs(out_dir, trajs, metrics), metrics=metrics)
 
 
-def stage_main(module: str, section: str, run_stage: Callable[[C, EpisodeSection, DataConfig, Path], StageResult]
-               ) -> None:
+def stage_main(
+    module: str, section: str, run_stage: Callable[[C, EpisodeSection, DataConfig, Path], StageResult]
+) -> None:
     """`python -m <module> [--model M] [--out DIR]`: run an episode stage on the params file's sections,
     print its flat metrics as JSON. `--model`/`--out` override `<section>.model`/`.out_dir` (DVC
     evaluating the trained actor)."""
@@ -41,8 +43,9 @@ def stage_main(module: str, section: str, run_stage: Callable[[C, EpisodeSection
     parser.add_argument("--model", help=f"agent model [{section}.model]")
     parser.add_argument("--out", help=f"output folder [{section}.out_dir]")
     args = parser.parse_args(argv)
-    cfg = sections[section].model_copy(update={k: v for k, v in (("model", args.model),
-                                                                 ("out_dir", args.out and Path(args.out))) if v})
+    cfg = sections[section].model_copy(
+        update={k: v for k, v in (("model", args.model), ("out_dir", args.out and Path(args.out))) if v}
+    )
     result = run_stage(cfg, sections["episode"], sections["data"], cfg.out_dir)
     print(json.dumps({k: v for k, v in result.metrics.items() if not isinstance(v, dict)}))
 

@@ -13,6 +13,7 @@ Stages: `python -m components.stages.pairs trajectory [--config JSON]` reads sco
 [--config JSON]` reads critic-ranked candidates (`ranked.jsonl`) and writes `turn_pairs.jsonl` (TurnPair).
 Each also writes a small metrics JSON.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,14 +22,13 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Sequence
 
+from components.config.training import PairsConfig, TrainLayout
 from components.data.records import Trajectory, TrajectoryPair, TurnCandidates, TurnPair, read_jsonl, write_jsonl
-from components.stages.result import StageResult
-from components.config.training import PairsConfig, TrainConfig, TrainLayout
 from components.stages.cli import stage_cli
+from components.stages.result import StageResult
 
 
-def trajectory_pairs(trajs: Sequence[Trajectory], min_chosen_score: float = 1.0
-                     ) -> list[tuple[Trajectory, Trajectory]]:
+def trajectory_pairs(trajs: Sequence[Trajectory], min_chosen_score: float = 1.0) -> list[tuple[Trajectory, Trajectory]]:
     """(chosen, rejected) trajectory pairs, grouped by task in first-seen task order."""
     by_task: dict[str, list[Trajectory]] = defaultdict(list)
     for traj in trajs:
@@ -48,14 +48,23 @@ def turn_pairs(scores: Sequence[float], per_state: int, rng: random.Random) -> l
     """(chosen, rejected) candidate indices: one from the upper half, one from the lower half."""
     order = sorted(range(len(scores)), key=lambda i: -scores[i])
     half = len(order) // 2
-    upper, lower = order[:half], order[len(order) - half:]
-    candidates = [(u, l) for u in upper for l in lower if scores[u] > scores[l]]
+    upper, lower = order[:half], order[len(order) - half :]
+    candidates = [(u, w) for u in upper for w in lower if scores[u] > scores[w]]
     return rng.sample(candidates, min(per_state, len(candidates)))
 
 
 def pair_records(pairs: Sequence[tuple[Trajectory, Trajectory]]) -> list[TrajectoryPair]:
-    return [TrajectoryPair(task_id=c.task_id, task_index=c.task_index, chosen=c.key, rejected=r.key,
-                           chosen_score=c.score, rejected_score=r.score) for c, r in pairs]
+    return [
+        TrajectoryPair(
+            task_id=c.task_id,
+            task_index=c.task_index,
+            chosen=c.key,
+            rejected=r.key,
+            chosen_score=c.score,
+            rejected_score=r.score,
+        )
+        for c, r in pairs
+    ]
 
 
 def run_trajectory(cfg: PairsConfig, trajectories: Path, out_dir: Path) -> StageResult:
@@ -64,8 +73,12 @@ def run_trajectory(cfg: PairsConfig, trajectories: Path, out_dir: Path) -> Stage
     rows = pair_records(trajectory_pairs(trajs, cfg.min_chosen_score))
     path = out_dir / "pairs.jsonl"
     write_jsonl(path, rows)
-    metrics = {"trajectories": len(trajs), "tasks": len({t.task_id for t in trajs}), "pairs": len(rows),
-               "tasks_with_pairs": len({p.task_id for p in rows})}
+    metrics = {
+        "trajectories": len(trajs),
+        "tasks": len({t.task_id for t in trajs}),
+        "pairs": len(rows),
+        "tasks_with_pairs": len({p.task_id for p in rows}),
+    }
     (out_dir / "pairs_metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     return StageResult(paths={"pairs": path}, metrics=metrics)
 
@@ -74,11 +87,20 @@ def state_turn_pairs(state: TurnCandidates, per_state: int, rng: random.Random) 
     scores = [c.score for c in state.candidates]
     if any(s is None for s in scores):
         raise ValueError(f"candidates of trajectory {state.trajectory} turn {state.turn} are not ranked")
-    return [TurnPair(task_id=state.task_id, trajectory=state.trajectory, turn=state.turn,
-                     prompt_ids=state.prompt_ids, chosen_ids=state.candidates[c].response_ids,
-                     rejected_ids=state.candidates[r].response_ids, chosen_score=scores[c], rejected_score=scores[r])
-            for c, r in turn_pairs(scores, per_state, rng)
-            if state.candidates[c].response_ids and state.candidates[r].response_ids]
+    return [
+        TurnPair(
+            task_id=state.task_id,
+            trajectory=state.trajectory,
+            turn=state.turn,
+            prompt_ids=state.prompt_ids,
+            chosen_ids=state.candidates[c].response_ids,
+            rejected_ids=state.candidates[r].response_ids,
+            chosen_score=scores[c],
+            rejected_score=scores[r],
+        )
+        for c, r in turn_pairs(scores, per_state, rng)
+        if state.candidates[c].response_ids and state.candidates[r].response_ids
+    ]
 
 
 def run_turn(cfg: PairsConfig, ranked: Path, out_dir: Path) -> StageResult:
@@ -89,8 +111,11 @@ def run_turn(cfg: PairsConfig, ranked: Path, out_dir: Path) -> StageResult:
     path = out_dir / "turn_pairs.jsonl"
     write_jsonl(path, rows)
     margins = [p.chosen_score - p.rejected_score for p in rows]
-    metrics = {"states": len(states), "turn_pairs": len(rows),
-               "mean_score_margin": sum(margins) / len(margins) if margins else 0.0}
+    metrics = {
+        "states": len(states),
+        "turn_pairs": len(rows),
+        "mean_score_margin": sum(margins) / len(margins) if margins else 0.0,
+    }
     (out_dir / "turn_pairs_metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     return StageResult(paths={"turn_pairs": path}, metrics=metrics)
 

@@ -13,6 +13,7 @@ model is in memory at a time: the baseline pass runs first and its means are cac
 `baseline_means.jsonl` (a re-run resumes after the states already there), then the critic pass.
 Run as `python -m components.stages.ranking [--config JSON]`.
 """
+
 from __future__ import annotations
 
 import gc
@@ -26,14 +27,18 @@ from typing import Callable
 from pydantic import BaseModel
 from tqdm.auto import tqdm
 
-from components.lm.critic_inputs import task_of
-from components.data.tasks import load_backend_tasks
+from components.config.training import (
+    Baseline,
+    RankingConfig,
+    TrainLayout,
+)
 from components.data.records import Candidate, TurnCandidates, read_jsonl, read_resumable, write_jsonl
+from components.data.tasks import load_backend_tasks
+from components.lm.critic_inputs import task_of
 from components.lm.sequences import reference_prefix
 from components.lm.shared_prefix import continuation_logprobs
-from components.stages.result import StageResult
-from components.config.training import (Baseline, CriticConfig, RankingConfig, TrainConfig, TrainLayout,)
 from components.stages.cli import stage_cli
+from components.stages.result import StageResult
 from components.training.models import load_frozen, train_device_dtype
 
 log = logging.getLogger(__name__)
@@ -41,9 +46,9 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class RankingModels:
-    critic: str      # the trained critic
-    reference: str   # the frozen initial critic (baseline=reference)
-    actor: str       # the actor that sampled the candidates (baseline=actor)
+    critic: str  # the trained critic
+    reference: str  # the frozen initial critic (baseline=reference)
+    actor: str  # the actor that sampled the candidates (baseline=actor)
 
 
 class StateMeans(BaseModel):
@@ -55,16 +60,22 @@ def state_key(state: TurnCandidates) -> str:
     return f"{state.trajectory}#{state.turn}"
 
 
-def candidate_means(model_path: str, states: list[TurnCandidates], prefix_of: Callable[[TurnCandidates], list[int]],
-                    max_batch: int, cache: Path | None = None) -> list[list[float]]:
+def candidate_means(
+    model_path: str,
+    states: list[TurnCandidates],
+    prefix_of: Callable[[TurnCandidates], list[int]],
+    max_batch: int,
+    cache: Path | None = None,
+) -> list[list[float]]:
     """Mean log-prob of every candidate of every state under one model (cached per state if `cache`)."""
     known = {r.state: r.means for r in read_resumable(cache, StateMeans)} if cache else {}
     todo = [s for s in states if state_key(s) not in known]
     if todo:
         model = load_frozen(model_path, *train_device_dtype())
         for state in tqdm(todo, desc=f"scoring with {Path(model_path).name}", unit="state"):
-            logps = continuation_logprobs(model, prefix_of(state), [c.response_ids for c in state.candidates],
-                                          max_batch)
+            logps = continuation_logprobs(
+                model, prefix_of(state), [c.response_ids for c in state.candidates], max_batch
+            )
             row = StateMeans(state=state_key(state), means=[float(lp.mean()) if len(lp) else 0.0 for lp in logps])
             known[row.state] = row.means
             if cache:
@@ -74,17 +85,26 @@ def candidate_means(model_path: str, states: list[TurnCandidates], prefix_of: Ca
     return [known[state_key(s)] for s in states]
 
 
-def rank(states: list[TurnCandidates], critic_means: list[list[float]], base_means: list[list[float]],
-         beta: float) -> list[TurnCandidates]:
+def rank(
+    states: list[TurnCandidates], critic_means: list[list[float]], base_means: list[list[float]], beta: float
+) -> list[TurnCandidates]:
     """The states with every candidate's advantage filled in."""
-    return [s.model_copy(update={"candidates": [
-        Candidate(text=c.text, response_ids=c.response_ids, score=beta * (cm - bm))
-        for c, cm, bm in zip(s.candidates, crit, base)]})
-        for s, crit, base in zip(states, critic_means, base_means)]
+    return [
+        s.model_copy(
+            update={
+                "candidates": [
+                    Candidate(text=c.text, response_ids=c.response_ids, score=beta * (cm - bm))
+                    for c, cm, bm in zip(s.candidates, crit, base)
+                ]
+            }
+        )
+        for s, crit, base in zip(states, critic_means, base_means)
+    ]
 
 
-def run(cfg: RankingConfig, models: RankingModels, beta: float, candidates: Path, tasks_file: Path,
-        out_dir: Path) -> StageResult:
+def run(
+    cfg: RankingConfig, models: RankingModels, beta: float, candidates: Path, tasks_file: Path, out_dir: Path
+) -> StageResult:
     """Score and rank; see the module docstring for the files written."""
     from transformers import AutoTokenizer
 
@@ -104,15 +124,20 @@ def run(cfg: RankingConfig, models: RankingModels, beta: float, candidates: Path
     if cfg.baseline == Baseline.reference:
         base = candidate_means(models.reference, states, with_c, cfg.max_batch, out_dir / "baseline_means.jsonl")
     else:
-        base = candidate_means(models.actor, states, lambda s: s.prompt_ids, cfg.max_batch,
-                               out_dir / "baseline_means.jsonl")
+        base = candidate_means(
+            models.actor, states, lambda s: s.prompt_ids, cfg.max_batch, out_dir / "baseline_means.jsonl"
+        )
     critic = candidate_means(models.critic, states, with_c, cfg.max_batch)
     ranked = rank(states, critic, base, beta)
     path = out_dir / "ranked.jsonl"
     write_jsonl(path, ranked)
     spreads = [max(c.score for c in s.candidates) - min(c.score for c in s.candidates) for s in ranked]
-    metrics = {"states": len(ranked), "candidates": sum(len(s.candidates) for s in ranked),
-               "mean_score_spread": sum(spreads) / max(len(spreads), 1), "seconds": time.perf_counter() - started}
+    metrics = {
+        "states": len(ranked),
+        "candidates": sum(len(s.candidates) for s in ranked),
+        "mean_score_spread": sum(spreads) / max(len(spreads), 1),
+        "seconds": time.perf_counter() - started,
+    }
     (out_dir / "ranking_metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     return StageResult(paths={"ranked": path}, metrics=metrics)
 
@@ -124,8 +149,14 @@ def main() -> None:
     critic, train_cfg = sections["critic"], sections["train"]
     layout = TrainLayout(train_cfg.out_dir)
     models = RankingModels(critic=str(layout.critic_dir / "model"), reference=critic.model, actor=train_cfg.model)
-    result = run(sections["ranking"], models, critic.beta, layout.candidates, sections["data"].tasks_file(Split.train),
-                 layout.ranking_dir)
+    result = run(
+        sections["ranking"],
+        models,
+        critic.beta,
+        layout.candidates,
+        sections["data"].tasks_file(Split.train),
+        layout.ranking_dir,
+    )
     print(json.dumps(result.metrics))
 
 

@@ -1,4 +1,5 @@
 """What every component's `run` returns: the files it wrote and its headline metrics."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -26,6 +26,7 @@ With `rollouts.offline` set, the scored trajectories in that file are used inste
 (the paper's offline setting: trajectories collected once, possibly by another actor).
 Run as `python -m components.stages.rollouts` so vLLM's memory is returned afterwards.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,9 +37,9 @@ from typing import Sequence
 import numpy as np
 
 from components.config.sections import DataConfig, EpisodeSection, RolloutsConfig, check_rollouts
+from components.data.records import RecordError, Trajectory, read_jsonl
 from components.episodes.play import replace_trajectories, run_and_score
 from components.stages.evaluate import stage_main
-from components.data.records import RecordError, Trajectory, read_jsonl
 from components.stages.result import StageResult
 
 
@@ -68,8 +69,10 @@ def offline_trajectories(path: Path) -> list[Trajectory]:
     trajs = list(read_jsonl(path, Trajectory))
     unscored = [t.key for t in trajs if t.score is None]
     if not trajs or unscored:
-        raise RecordError(f"{path}: offline rollouts must be scored trajectories; "
-                          + (f"{len(unscored)} are unscored (first: {unscored[0]})" if unscored else "the file is empty"))
+        raise RecordError(
+            f"{path}: offline rollouts must be scored trajectories; "
+            + (f"{len(unscored)} are unscored (first: {unscored[0]})" if unscored else "the file is empty")
+        )
     return trajs
 
 

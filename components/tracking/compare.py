@@ -13,6 +13,7 @@ one line per parent run, with error bars from the intervals.
 No paper equation is implemented here; this is the "compare iterations and algorithms" view of the
 SWEET-RL paper's tables (success rate and % tests passed per method), read from our own runs.
 """
+
 from __future__ import annotations
 
 import math
@@ -27,8 +28,12 @@ BASE_METRICS = ("success_rate", "tests_passed")
 OPTIONAL_METRICS = ("task_reward", "kl", "objective")  # shown when some eval run logged them (CORY, PPO)
 CI_BOUNDS = ("ci_low", "ci_high")
 _EVAL_FILTER = "tags.`sweetflow.kind` = 'eval'"
-_TAG_COLUMNS = {"algo": "sweetflow.algo", "iteration": "sweetflow.iteration", "profile": "sweetflow.profile",
-                "agent": "sweetflow.agent"}
+_TAG_COLUMNS = {
+    "algo": "sweetflow.algo",
+    "iteration": "sweetflow.iteration",
+    "profile": "sweetflow.profile",
+    "agent": "sweetflow.agent",
+}
 
 
 class CompareError(ValueError):
@@ -42,8 +47,9 @@ def _experiment(name: str) -> Any:
     if found is None:
         names = sorted(e.name for e in mlflow.search_experiments())
         known = ", ".join(names) if names else "none"
-        raise CompareError(f"MLflow experiment '{name}' not found at {mlflow.get_tracking_uri()}; "
-                           f"experiments there: {known}")
+        raise CompareError(
+            f"MLflow experiment '{name}' not found at {mlflow.get_tracking_uri()}; experiments there: {known}"
+        )
     return found
 
 
@@ -60,10 +66,8 @@ def _parents(experiment_id: str, parent_ids: Sequence[str]) -> dict[str, dict[st
     if not parent_ids:
         return {}
     quoted = ", ".join(f"'{p}'" for p in parent_ids)
-    found = mlflow.search_runs([experiment_id], filter_string=f"attributes.run_id IN ({quoted})",
-                               output_format="list")
-    return {r.info.run_id: {"name": r.info.run_name, "profile": r.data.tags.get("sweetflow.profile")}
-            for r in found}
+    found = mlflow.search_runs([experiment_id], filter_string=f"attributes.run_id IN ({quoted})", output_format="list")
+    return {r.info.run_id: {"name": r.info.run_name, "profile": r.data.tags.get("sweetflow.profile")} for r in found}
 
 
 def eval_runs(experiment: str = DEFAULT_EXPERIMENT, metrics: Sequence[str] = ()) -> pd.DataFrame:
@@ -89,14 +93,17 @@ def eval_runs(experiment: str = DEFAULT_EXPERIMENT, metrics: Sequence[str] = ())
         row: dict[str, Any] = {key: tags.get(tag) for key, tag in _TAG_COLUMNS.items()}
         row.update(run=parent.get("name") or r.info.run_name, profile=parent.get("profile") or row["profile"])
         row.update({col: r.data.metrics.get(col, math.nan) for col in _metric_columns(metrics)})
-        row.update(start_time=pd.to_datetime(r.info.start_time, unit="ms", utc=True), status=r.info.status,
-                   run_id=r.info.run_id, parent_run_id=parent_id)
+        row.update(
+            start_time=pd.to_datetime(r.info.start_time, unit="ms", utc=True),
+            status=r.info.status,
+            run_id=r.info.run_id,
+            parent_run_id=parent_id,
+        )
         rows.append(row)
     columns = ["run", *_TAG_COLUMNS, *_metric_columns(metrics), "start_time", "status", "run_id", "parent_run_id"]
     df = pd.DataFrame(rows, columns=columns)
     df["iteration"] = pd.to_numeric(df["iteration"], errors="coerce").astype("Int64")
-    return df.sort_values(["algo", "iteration", "start_time"], na_position="last", kind="stable",
-                          ignore_index=True)
+    return df.sort_values(["algo", "iteration", "start_time"], na_position="last", kind="stable", ignore_index=True)
 
 
 def _metrics_in(df: pd.DataFrame) -> list[str]:
@@ -119,8 +126,12 @@ def _algo(row: pd.Series) -> str:
 
 
 def _cells(row: pd.Series, metrics: Sequence[str], with_ci: dict[str, bool]) -> list[str]:
-    cells = [str(row["run"]), _algo(row), "-" if pd.isna(row["iteration"]) else str(row["iteration"]),
-             str(row["profile"] or "-")]
+    cells = [
+        str(row["run"]),
+        _algo(row),
+        "-" if pd.isna(row["iteration"]) else str(row["iteration"]),
+        str(row["profile"] or "-"),
+    ]
     for m in metrics:
         cells.append(_number(row[m]))
         if with_ci[m]:
@@ -146,8 +157,9 @@ def format_table(df: pd.DataFrame) -> str:
     numeric = {i for i, h in enumerate(header) if h not in ("run", "algo", "profile", "started (UTC)", "status")}
 
     def line(cells: Sequence[str]) -> str:
-        return "  ".join(c.rjust(w) if i in numeric else c.ljust(w)
-                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+        return "  ".join(
+            c.rjust(w) if i in numeric else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))
+        ).rstrip()
 
     return "\n".join([line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)])
 
@@ -162,8 +174,10 @@ def _draw(ax: Any, df: pd.DataFrame, metric: str, colors: dict[str, str]) -> Non
         y = runs[metric].astype(float)
         yerr = None
         if runs[[low, high]].notna().any(axis=None):
-            yerr = [(y - runs[low].astype(float)).clip(lower=0).fillna(0),
-                    (runs[high].astype(float) - y).clip(lower=0).fillna(0)]
+            yerr = [
+                (y - runs[low].astype(float)).clip(lower=0).fillna(0),
+                (runs[high].astype(float) - y).clip(lower=0).fillna(0),
+            ]
         ax.errorbar(runs["iteration"].astype(int), y, yerr=yerr, marker="o", capsize=4, color=colors[key])
     ax.set_title(metric)
     ax.set_xlabel("iteration")

@@ -7,6 +7,7 @@ higher than the champion's (equal success: higher tests passed). A tie keeps the
 re-run of the same model never churns the alias. Uses the project's MLflow store
 (components.tracking.store.configure).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ KEYS = ("success_rate", "tests_passed")
 class GateResult:
     version: str
     promoted: bool
-    champion: str          # the champion's version after the gate
+    champion: str  # the champion's version after the gate
     reason: str
 
 
@@ -57,8 +58,9 @@ def register(model_dir: Path, run_id: str, metrics: dict, name: str = MODEL_NAME
         client.get_registered_model(name)
     except MlflowException:
         client.create_registered_model(name, description="SWEET-RL actors evaluated on ColBench's eval split")
-    version = client.create_model_version(name, source=str(Path(model_dir).resolve()), run_id=run_id,
-                                          tags={k: str(float(metrics[k])) for k in KEYS}).version
+    version = client.create_model_version(
+        name, source=str(Path(model_dir).resolve()), run_id=run_id, tags={k: str(float(metrics[k])) for k in KEYS}
+    ).version
     client.set_registered_model_alias(name, CANDIDATE, version)
     return version
 
@@ -79,8 +81,12 @@ def gate(model_dir: Path, run_id: str, metrics: dict, name: str = MODEL_NAME) ->
     known = registered_version(model_dir, name)
     if known is not None:
         _client().set_registered_model_alias(name, CANDIDATE, known.version)
-        return GateResult(known.version, False, champion.version if champion else known.version,
-                          f"already registered as v{known.version}")
+        return GateResult(
+            known.version,
+            False,
+            champion.version if champion else known.version,
+            f"already registered as v{known.version}",
+        )
     version = register(model_dir, run_id, metrics, name)
     if champion is None:
         _client().set_registered_model_alias(name, CHAMPION, version)

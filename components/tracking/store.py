@@ -4,6 +4,7 @@ Store: sqlite at mlflow/mlflow.db and artifacts under mlflow/artifacts (both git
 MLFLOW_TRACKING_URI points elsewhere (e.g. a team server). Every run is tagged with the git commit
 and the hash of dvc.lock when present.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -49,8 +50,9 @@ def provenance_tags(root: Path = Path(".")) -> dict[str, str]:
     proc = subprocess.run(["git", "rev-parse", "HEAD"], cwd=CODE_ROOT, capture_output=True, text=True)
     if proc.returncode == 0:
         tags["git_commit"] = proc.stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=CODE_ROOT,
-                               capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=CODE_ROOT, capture_output=True, text=True
+        ).stdout.strip()
         tags["git_dirty"] = str(bool(dirty)).lower()
     lock = root / "dvc.lock"
     if lock.exists():
@@ -83,9 +85,12 @@ def numeric(metrics: Mapping[str, Any]) -> dict[str, float]:
 
 def render_dialogue(traj: Trajectory) -> str:
     """One episode as markdown: request, each agent turn and human reply, answer and score."""
-    lines = [f"### task {traj.task_index} (`{traj.task_id}`), seed {traj.run_seed}",
-             f"score {traj.score} ({traj.passed}/{traj.total}), success {traj.success}, "
-             f"answered {traj.answered}, turns {len(traj.turns)}", ""]
+    lines = [
+        f"### task {traj.task_index} (`{traj.task_id}`), seed {traj.run_seed}",
+        f"score {traj.score} ({traj.passed}/{traj.total}), success {traj.success}, "
+        f"answered {traj.answered}, turns {len(traj.turns)}",
+        "",
+    ]
     for msg in traj.messages:
         if msg["role"] == "system":
             continue

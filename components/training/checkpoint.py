@@ -4,6 +4,7 @@ adapter), `trainer_state.pt` (optimizer, scheduler, step, RNG state) and the res
 A checkpoint is written to a temporary folder and renamed, so a crash mid-write leaves the
 previous checkpoint intact; only the newest `keep` are kept. `latest` finds where to resume.
 """
+
 from __future__ import annotations
 
 import json
@@ -46,13 +47,22 @@ def save(out_dir: Path, step: int, model, optimizer, scheduler, config: dict, ke
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     model.save_pretrained(tmp)
-    torch.save({"step": step, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                "torch_rng": torch.get_rng_state(), "python_rng": random.getstate()}, tmp / STATE_FILE)
+    torch.save(
+        {
+            "step": step,
+            "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(),
+            "torch_rng": torch.get_rng_state(),
+            "python_rng": random.getstate(),
+        },
+        tmp / STATE_FILE,
+    )
     (tmp / "train_config.json").write_text(json.dumps(config, indent=2) + "\n")
     shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)
-    steps = sorted((p for p in root.glob("step-*") if p.name.split("-")[1].isdigit()),
-                   key=lambda p: int(p.name.split("-")[1]))
+    steps = sorted(
+        (p for p in root.glob("step-*") if p.name.split("-")[1].isdigit()), key=lambda p: int(p.name.split("-")[1])
+    )
     for old in steps[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
     return final

@@ -9,13 +9,14 @@ have), and one metrics row per optimizer step appended to `train_metrics.jsonl` 
 loss function's own metrics, lr, grad norm, tokens/s). The model itself is loaded by the caller,
 from the checkpoint when there is one (`training.models.load_trainable`).
 """
+
 from __future__ import annotations
 
 import hashlib
 import json
-import pickle
 import logging
 import math
+import pickle
 import random
 import time
 from pathlib import Path
@@ -24,8 +25,8 @@ from typing import Callable, Sequence, TypeVar
 import torch
 from tqdm.auto import tqdm
 
-from components.training import checkpoint
 from components.config.training import OptimConfig
+from components.training import checkpoint
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -49,8 +50,9 @@ def make_optimizer(model, optim: OptimConfig, steps: int):
 
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=optim.lr, betas=optim.adam_betas, weight_decay=optim.weight_decay)
-    sched = get_cosine_with_min_lr_schedule_with_warmup(opt, round(optim.warmup_ratio * steps), steps,
-                                                        min_lr_rate=optim.min_lr_ratio)
+    sched = get_cosine_with_min_lr_schedule_with_warmup(
+        opt, round(optim.warmup_ratio * steps), steps, min_lr_rate=optim.min_lr_ratio
+    )
     return opt, sched
 
 
@@ -68,7 +70,7 @@ def _accumulate(model, examples: list[T], loss_fn: LossFn, micro: int) -> tuple[
     """Forward/backward each micro-batch; return the step's mean loss and metrics."""
     total_loss, sums = 0.0, {}
     for start in range(0, len(examples), micro):
-        part = examples[start:start + micro]
+        part = examples[start : start + micro]
         weight = len(part) / len(examples)
         loss, metrics = loss_fn(model, part)
         (loss * weight).backward()
@@ -89,8 +91,15 @@ def resume_point(out_dir: Path, config: dict, examples: Sequence[T]) -> Path | N
     return checkpoint.latest(out_dir, fingerprinted(config, examples))
 
 
-def train(model, examples: Sequence[T], loss_fn: LossFn, optim: OptimConfig, out_dir: Path, config: dict,
-          tokens_of: Callable[[list[T]], int]) -> list[dict]:
+def train(
+    model,
+    examples: Sequence[T],
+    loss_fn: LossFn,
+    optim: OptimConfig,
+    out_dir: Path,
+    config: dict,
+    tokens_of: Callable[[list[T]], int],
+) -> list[dict]:
     """Train `model` on `examples`; return every step's metrics (including steps done before a resume)."""
     if not examples:
         raise ValueError("no training examples")
@@ -111,7 +120,7 @@ def train(model, examples: Sequence[T], loss_fn: LossFn, optim: OptimConfig, out
     for step in range(start, steps):
         epoch, i = divmod(step, per_epoch)
         order = epoch_order(len(examples), optim.seed, epoch)
-        batch = [examples[j] for j in order[i * optim.batch_size:(i + 1) * optim.batch_size]]
+        batch = [examples[j] for j in order[i * optim.batch_size : (i + 1) * optim.batch_size]]
         began = time.perf_counter()
         loss, metrics = _accumulate(model, batch, loss_fn, optim.micro_batch_size)
         grad_norm = torch.nn.utils.clip_grad_norm_(params, optim.grad_clip).item()
@@ -119,8 +128,15 @@ def train(model, examples: Sequence[T], loss_fn: LossFn, optim: OptimConfig, out
         opt.step()
         sched.step()
         opt.zero_grad(set_to_none=True)
-        row = {"step": step + 1, "epoch": epoch, "loss": loss, **metrics, "lr": lr, "grad_norm": grad_norm,
-               "tokens_per_s": tokens_of(batch) / max(time.perf_counter() - began, 1e-9)}
+        row = {
+            "step": step + 1,
+            "epoch": epoch,
+            "loss": loss,
+            **metrics,
+            "lr": lr,
+            "grad_norm": grad_norm,
+            "tokens_per_s": tokens_of(batch) / max(time.perf_counter() - began, 1e-9),
+        }
         history.append(row)
         with (out_dir / METRICS_FILE).open("a") as fh:
             fh.write(json.dumps(row) + "\n")
@@ -136,5 +152,9 @@ def summarize_history(history: list[dict]) -> dict[str, float]:
     """First and last step's loss, and the last epoch's mean of every step metric."""
     last_epoch = [r for r in history if r["epoch"] == history[-1]["epoch"]]
     keys = [k for k in history[-1] if k not in ("step", "epoch")]
-    return {"steps": history[-1]["step"], "first_loss": history[0]["loss"], "final_loss": history[-1]["loss"],
-            **{f"last_epoch_{k}": sum(r[k] for r in last_epoch) / len(last_epoch) for k in keys}}
+    return {
+        "steps": history[-1]["step"],
+        "first_loss": history[0]["loss"],
+        "final_loss": history[-1]["loss"],
+        **{f"last_epoch_{k}": sum(r[k] for r in last_epoch) / len(last_epoch) for k in keys},
+    }

@@ -6,6 +6,7 @@
 - `save_model`: an HF folder written atomically (tmp folder, then rename). LoRA adapters are
   merged into the base first, so every stage downstream (vLLM, eval) loads a plain model.
 """
+
 from __future__ import annotations
 
 import json
@@ -49,8 +50,16 @@ def load_trainable(base: str, optim: OptimConfig, checkpoint: Path | None = None
             model = PeftModel.from_pretrained(model, checkpoint, is_trainable=True)
         else:
             lora = optim.lora
-            model = get_peft_model(model, LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
-                                                     target_modules=lora.target_modules, task_type="CAUSAL_LM"))
+            model = get_peft_model(
+                model,
+                LoraConfig(
+                    r=lora.r,
+                    lora_alpha=lora.alpha,
+                    lora_dropout=lora.dropout,
+                    target_modules=lora.target_modules,
+                    task_type="CAUSAL_LM",
+                ),
+            )
     if optim.gradient_checkpointing:
         model.gradient_checkpointing_enable()
         model.config.use_cache = False

@@ -1,5 +1,6 @@
 """Integration fixtures: one Prefect test server (its own SQLite database) for the session, and a
 project folder of its own per test (the working directory, with its own MLflow store)."""
+
 import pytest
 
 from tests.conftest import DEFAULT_MODEL_DIR, TASKS_FILE, git_dvc_init

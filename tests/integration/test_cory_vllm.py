@@ -1,12 +1,13 @@
 """CORY's in-place vLLM server on the default model: one engine serves both agents and each agent's
 new weights, with no rebuild (one engine build, ~75 s on CPU)."""
+
 from __future__ import annotations
 
 import pytest
 import torch
 
-from components.cory.agents import AgentPool
 from components.config.cory import CoryConfig
+from components.cory.agents import AgentPool
 from components.engines.base import SamplingConfig
 from tests.cory_helpers import QUESTIONS
 

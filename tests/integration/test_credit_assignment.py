@@ -6,6 +6,7 @@ answers; it succeeds iff it asked the task's deciding question. Critic trained o
 path (pairs -> reference pass -> Bradley-Terry training loop) with the tiny 2-layer model; then
 measured on HELD-OUT tasks whose dialogues ask the deciding question exactly once among three.
 """
+
 from __future__ import annotations
 
 import json
@@ -13,16 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from components.stages import pairs
-from components.stages import ranking
-from components.stages import actor as actor_train
-from components.stages.actor import ActorInputs
-from components.stages import critic as critic_train
+from components.config.training import ActorConfig, Algo, CriticConfig, OptimConfig, PairsConfig, RankingConfig
+from components.data.records import Candidate, TurnCandidates, TurnPair, read_jsonl, write_jsonl
 from components.lm.critic_inputs import critic_sequence, dialogue_advantages
 from components.lm.forward import reference_sums
-from components.data.records import Candidate, TurnCandidates, TurnPair, read_jsonl, write_jsonl
 from components.lm.sequences import action_sequence
-from components.config.training import ActorConfig, Algo, CriticConfig, OptimConfig, PairsConfig, RankingConfig
+from components.stages import actor as actor_train
+from components.stages import critic as critic_train
+from components.stages import pairs, ranking
+from components.stages.actor import ActorInputs
 from components.training.models import load_frozen
 from tests import synthetic_dialogues as world
 from tests.synthetic_dialogues import DISTRACTORS
@@ -64,19 +64,30 @@ def trained(tiny_model_dir, tmp_path_factory):
     write_jsonl(tmp / "trajectories.jsonl", trajs)
     write_jsonl(tmp / "tasks.jsonl", train_world.tasks)
     pairs.run_trajectory(PairsConfig(), tmp / "trajectories.jsonl", tmp)
-    cfg = CriticConfig(model=str(tiny_model_dir), beta=0.1,
-                       optim=OptimConfig(lr=3e-3, epochs=3, batch_size=8, micro_batch_size=8, checkpoint_every=1000))
+    cfg = CriticConfig(
+        model=str(tiny_model_dir),
+        beta=0.1,
+        optim=OptimConfig(lr=3e-3, epochs=3, batch_size=8, micro_batch_size=8, checkpoint_every=1000),
+    )
     result = critic_train.run(cfg, tmp / "trajectories.jsonl", tmp / "pairs.jsonl", tmp / "tasks.jsonl", tmp / "critic")
-    return {"tmp": tmp, "tokenizer": tokenizer, "world": train_world, "trajs": trajs, "critic": cfg,
-            "critic_dir": tmp / "critic", "metrics": result.metrics}
+    return {
+        "tmp": tmp,
+        "tokenizer": tokenizer,
+        "world": train_world,
+        "trajs": trajs,
+        "critic": cfg,
+        "critic_dir": tmp / "critic",
+        "metrics": result.metrics,
+    }
 
 
 def test_critic_ranks_the_deciding_turn_first_on_heldout_dialogues(trained, tiny_model_dir):
     cfg, tmp = trained["critic"], trained["tmp"]
     before = heldout_accuracy(tiny_model_dir, tiny_model_dir, trained["tokenizer"], cfg.beta, tmp)
     after = heldout_accuracy(trained["critic_dir"] / "model", tiny_model_dir, trained["tokenizer"], cfg.beta, tmp)
-    print(json.dumps({"critic_training": trained["metrics"], "heldout_before": before, "heldout_after": after},
-                     indent=2))
+    print(
+        json.dumps({"critic_training": trained["metrics"], "heldout_before": before, "heldout_after": after}, indent=2)
+    )
     assert trained["metrics"]["final_loss"] < trained["metrics"]["first_loss"]
     assert before["top1"] == 0.0  # the untrained critic equals its reference: every advantage is 0
     assert after["top1"] >= 0.8 and after["pairwise"] >= 0.85  # chance: 1/3 and 1/2
@@ -91,11 +102,19 @@ def candidate_states(trained) -> list[TurnCandidates]:
         topic = trained["world"].topics[traj.task_index]
         texts = [o if o != "{topic}" else world.deciding(topic) for o in options]
         for turn in traj.turns[:QUESTIONS]:
-            states.append(TurnCandidates(
-                task_id=traj.task_id, task_index=traj.task_index, trajectory=traj.key, turn=turn.index,
-                prompt_ids=turn.prompt_ids,
-                candidates=[Candidate(text=t, response_ids=tokenizer.encode(t, add_special_tokens=False) + [eos])
-                            for t in texts]))
+            states.append(
+                TurnCandidates(
+                    task_id=traj.task_id,
+                    task_index=traj.task_index,
+                    trajectory=traj.key,
+                    turn=turn.index,
+                    prompt_ids=turn.prompt_ids,
+                    candidates=[
+                        Candidate(text=t, response_ids=tokenizer.encode(t, add_special_tokens=False) + [eos])
+                        for t in texts
+                    ],
+                )
+            )
     return states
 
 
@@ -111,12 +130,16 @@ def heldout_margins(actor_dir: Path, base_dir: Path, tokenizer, tmp: Path) -> li
         prompt = world.episode(tokenizer, task, i, [], 0).turns[0].prompt_ids
         encode = lambda text: tokenizer.encode(text, add_special_tokens=False) + [eos]  # noqa: E731
         for distractor in DISTRACTORS:
-            seqs += [action_sequence(prompt, encode(world.deciding(topic))), action_sequence(prompt, encode(distractor))]
+            seqs += [
+                action_sequence(prompt, encode(world.deciding(topic))),
+                action_sequence(prompt, encode(distractor)),
+            ]
     sums = {}
     for name, path in (("base", base_dir), ("actor", actor_dir)):
         model = load_frozen(str(path), torch.device("cpu"), torch.float32)
-        sums[name] = [s[0] for s in reference_sums(model, name, seqs, tmp / f"margin_{name}.jsonl",
-                                                    tokenizer.pad_token_id)]
+        sums[name] = [
+            s[0] for s in reference_sums(model, name, seqs, tmp / f"margin_{name}.jsonl", tokenizer.pad_token_id)
+        ]
     gain = [a - b for a, b in zip(sums["actor"], sums["base"])]
     return [gain[i] - gain[i + 1] for i in range(0, len(gain), 2)]
 
@@ -124,22 +147,29 @@ def heldout_margins(actor_dir: Path, base_dir: Path, tokenizer, tmp: Path) -> li
 def test_actor_dpo_on_critic_ranked_pairs_raises_the_deciding_action(trained, tiny_model_dir):
     tmp, critic = trained["tmp"], trained["critic"]
     write_jsonl(tmp / "candidates.jsonl", candidate_states(trained))
-    models = ranking.RankingModels(critic=str(trained["critic_dir"] / "model"), reference=str(tiny_model_dir),
-                                   actor=str(tiny_model_dir))
+    models = ranking.RankingModels(
+        critic=str(trained["critic_dir"] / "model"), reference=str(tiny_model_dir), actor=str(tiny_model_dir)
+    )
     ranking.run(RankingConfig(), models, critic.beta, tmp / "candidates.jsonl", tmp / "tasks.jsonl", tmp / "ranking")
     pairs.run_turn(PairsConfig(per_state=4), tmp / "ranking" / "ranked.jsonl", tmp / "ranking")
     turn_pairs = list(read_jsonl(tmp / "ranking" / "turn_pairs.jsonl", TurnPair))
     tokenizer = trained["tokenizer"]
     deciding_rejected = sum("should I use" in tokenizer.decode(p.rejected_ids) for p in turn_pairs) / len(turn_pairs)
-    actor_cfg = ActorConfig(algo=Algo.sweet, optim=OptimConfig(lr=1e-3, epochs=1, batch_size=8, micro_batch_size=8,
-                                              checkpoint_every=1000))
-    result = actor_train.run(actor_cfg, str(tiny_model_dir), ActorInputs(turn_pairs=tmp / "ranking" / "turn_pairs.jsonl"),
-                             tmp / "actor")
+    actor_cfg = ActorConfig(
+        algo=Algo.sweet, optim=OptimConfig(lr=1e-3, epochs=1, batch_size=8, micro_batch_size=8, checkpoint_every=1000)
+    )
+    result = actor_train.run(
+        actor_cfg, str(tiny_model_dir), ActorInputs(turn_pairs=tmp / "ranking" / "turn_pairs.jsonl"), tmp / "actor"
+    )
     margins = heldout_margins(tmp / "actor" / "model", tiny_model_dir, tokenizer, tmp)
-    report = {"turn_pairs": len(turn_pairs), "turn_pairs_with_deciding_rejected": deciding_rejected,
-              "actor_training": result.metrics, "heldout_pairs": len(margins),
-              "heldout_mean_margin_gain": sum(margins) / len(margins),
-              "heldout_share_margin_up": sum(m > 0 for m in margins) / len(margins)}
+    report = {
+        "turn_pairs": len(turn_pairs),
+        "turn_pairs_with_deciding_rejected": deciding_rejected,
+        "actor_training": result.metrics,
+        "heldout_pairs": len(margins),
+        "heldout_mean_margin_gain": sum(margins) / len(margins),
+        "heldout_share_margin_up": sum(m > 0 for m in margins) / len(margins),
+    }
     print(json.dumps(report, indent=2))
     assert deciding_rejected == 0.0  # the critic never ranks the deciding question in the lower half
     assert report["heldout_mean_margin_gain"] > 0.5 and report["heldout_share_margin_up"] >= 0.9

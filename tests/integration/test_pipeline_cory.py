@@ -1,6 +1,7 @@
 """CORY and PPO as pipeline algorithms on the smoke profile: real Prefect runs, a real DVC stage in
 a git+DVC project of its own, a real MLflow store; the tiny model with the hf engine on a six-question
 GSM8K. Its answers are noise, so the numbers are plumbing, not learning."""
+
 from __future__ import annotations
 
 import json
@@ -26,9 +27,15 @@ def overrides(project_dir, tiny_model_dir):
         subprocess.run(cmd, cwd=project_dir, check=True)
     shutil.copy(CODE_ROOT / "params.yaml", project_dir / "params.yaml")
     write_gsm8k(project_dir / "gsm8k")
-    sets = {"cory.model": str(tiny_model_dir), "cory.engine": "hf", "cory.train_file": "gsm8k/train.jsonl",
-            "cory.test_file": "gsm8k/test.jsonl", "cory.max_new_tokens": 5, "cory.lr": 0.01,
-            "cory.lora": json.dumps({"r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"]})}
+    sets = {
+        "cory.model": str(tiny_model_dir),
+        "cory.engine": "hf",
+        "cory.train_file": "gsm8k/train.jsonl",
+        "cory.test_file": "gsm8k/test.jsonl",
+        "cory.max_new_tokens": 5,
+        "cory.lr": 0.01,
+        "cory.lora": json.dumps({"r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"]}),
+    }
     return [f"{k}={v}" for k, v in sets.items()]
 
 
@@ -63,8 +70,9 @@ def test_cory_runs_as_one_tracked_stage_and_a_longer_run_resumes_it(overrides):
     points = sorted((int(r.data.tags["sweetflow.iteration"]), r.data.tags["sweetflow.agent"]) for r in evals)
     assert points == [(i, a) for i in range(3) for a in ("agent0", "agent1")]
     rows = [json.loads(line) for line in (out / "iterations.jsonl").read_text().splitlines()]
-    last = next(r for r in evals if r.data.tags["sweetflow.iteration"] == "2" and r.data.tags["sweetflow.agent"]
-                == "agent1")
+    last = next(
+        r for r in evals if r.data.tags["sweetflow.iteration"] == "2" and r.data.tags["sweetflow.agent"] == "agent1"
+    )
     assert last.data.metrics["success_rate"] == rows[-1]["eval/agent1/pass_at_1"]
     assert last.data.metrics["kl"] == rows[-1]["eval/agent1/kl"] and last.data.metrics["n"] == 2
 
@@ -84,16 +92,24 @@ def test_cory_runs_as_one_tracked_stage_and_a_longer_run_resumes_it(overrides):
 def test_ppo_trains_one_agent_on_the_same_stage(overrides):
     from flows.pipeline_flow import PipelineParams, pipeline_flow
 
-    result = pipeline_flow(PipelineParams(algo="ppo", profile="smoke", iterations=1,
-                                          overrides=overrides))
+    result = pipeline_flow(PipelineParams(algo="ppo", profile="smoke", iterations=1, overrides=overrides))
     assert Path(result["run_dir"]).name.startswith("ppo-smoke-")
     agents = {r.data.tags["sweetflow.agent"] for r in _children(result["mlflow_run_id"], "eval")}
     assert agents == {"agent0"} and "agent1" not in result["summary"]
 
 
 def test_a_cory_pipeline_killed_mid_training_resumes_after_its_last_iteration(overrides, project_dir):
-    cmd = [str(Path(sys.executable).parent / "sweetflow"), "run", "--algo", "cory", "--profile", "smoke",
-           "--iterations", "8", *[arg for o in overrides for arg in ("-S", o)]]
+    cmd = [
+        str(Path(sys.executable).parent / "sweetflow"),
+        "run",
+        "--algo",
+        "cory",
+        "--profile",
+        "smoke",
+        "--iterations",
+        "8",
+        *[arg for o in overrides for arg in ("-S", o)],
+    ]
     proc = subprocess.Popen(cmd, cwd=project_dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     rows_at_kill, deadline = 0, time.monotonic() + 600
     while proc.poll() is None and time.monotonic() < deadline:

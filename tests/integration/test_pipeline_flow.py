@@ -6,6 +6,7 @@ world of tests/synthetic_dialogues.py (`rollouts.offline`, the paper's offline s
 world's tasks as the tasks file; everything else (critic, candidates, ranking, actor, evaluation)
 runs for real on the tiny model with the hf engine.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -20,8 +21,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from flows.plan import CODE_ROOT
 from components.data.records import Trajectory, read_jsonl, write_jsonl
+from flows.plan import CODE_ROOT
 from tests import synthetic_dialogues as world
 
 pytestmark = pytest.mark.integration
@@ -43,12 +44,23 @@ def overrides(project_dir, tiny_model_dir):
     _git_dvc_project(project_dir)
     tasks = world.make_world(24, seed=1)
     write_jsonl(project_dir / "world" / "tasks.jsonl", tasks.tasks)
-    write_jsonl(project_dir / "world" / "trajectories.jsonl",
-                world.rollouts(AutoTokenizer.from_pretrained(tiny_model_dir), tasks, 3, 2, seed=2))
-    sets = {"data.backend_tasks": "world/tasks.jsonl", "rollouts.offline": "world/trajectories.jsonl",
-            "train.model": str(tiny_model_dir), "critic.model": str(tiny_model_dir), "eval.engine": "hf",
-            "rollouts.engine": "hf", "candidates.engine": "hf", "pairs.min_chosen_score": 1.0,
-            "episode.max_model_len": 1024, "critic.optim": OPTIM, "actor.optim": OPTIM}
+    write_jsonl(
+        project_dir / "world" / "trajectories.jsonl",
+        world.rollouts(AutoTokenizer.from_pretrained(tiny_model_dir), tasks, 3, 2, seed=2),
+    )
+    sets = {
+        "data.backend_tasks": "world/tasks.jsonl",
+        "rollouts.offline": "world/trajectories.jsonl",
+        "train.model": str(tiny_model_dir),
+        "critic.model": str(tiny_model_dir),
+        "eval.engine": "hf",
+        "rollouts.engine": "hf",
+        "candidates.engine": "hf",
+        "pairs.min_chosen_score": 1.0,
+        "episode.max_model_len": 1024,
+        "critic.optim": OPTIM,
+        "actor.optim": OPTIM,
+    }
     return [f"{k}={v}" for k, v in sets.items()]
 
 
@@ -76,8 +88,10 @@ def test_smoke_pipeline_tracks_every_step_and_a_second_run_skips_them(overrides,
     client = MlflowClient()
     parent = client.get_run(first["mlflow_run_id"])
     assert parent.data.tags["sweetflow.kind"] == "pipeline" and parent.data.tags["sweetflow.profile"] == "smoke"
-    assert parent.data.tags["dvc_lock_sha256.iter-1"] == hashlib.sha256((run_dir / "iter-1" / "dvc.lock")
-                                                                        .read_bytes()).hexdigest()
+    assert (
+        parent.data.tags["dvc_lock_sha256.iter-1"]
+        == hashlib.sha256((run_dir / "iter-1" / "dvc.lock").read_bytes()).hexdigest()
+    )
     assert parent.data.params["critic.optim.max_steps"] == "3"
     assert {a.path for a in client.list_artifacts(parent.info.run_id, "plots")} == {"plots/iterations.png"}
     nested = {r.info.run_name: r for r in _runs(parent.info.run_id)}
@@ -109,22 +123,33 @@ def test_an_iteration_without_signal_carries_the_actor_forward(overrides, tiny_m
     first, second = result["iterations"][1:]
     assert first["ran"] == ["rollouts"] and "no successful trajectory" in first["no_signal"]
     assert first["actor"] == second["actor"] == str(tiny_model_dir)
-    seeds = {yaml.safe_load((Path(result["run_dir"]) / f"iter-{k}" / "params.yaml").read_text())["rollouts"]["seed"]
-             for k in (1, 2)}
+    seeds = {
+        yaml.safe_load((Path(result["run_dir"]) / f"iter-{k}" / "params.yaml").read_text())["rollouts"]["seed"]
+        for k in (1, 2)
+    }
     assert len(seeds) == 2  # the next iteration samples afresh
 
 
 def test_a_pipeline_killed_in_training_resumes_from_its_checkpoint(overrides, project_dir):
     slow = [o for o in overrides if not o.startswith("critic.optim")] + [
-        "critic.optim={lr: 0.001, epochs: 3, max_steps: 30, batch_size: 2, micro_batch_size: 1, checkpoint_every: 1}"]
-    cmd = [str(Path(sys.executable).parent / "sweetflow"), "run", "--profile", "smoke",
-           *[arg for o in slow for arg in ("-S", o)]]
+        "critic.optim={lr: 0.001, epochs: 3, max_steps: 30, batch_size: 2, micro_batch_size: 1, checkpoint_every: 1}"
+    ]
+    cmd = [
+        str(Path(sys.executable).parent / "sweetflow"),
+        "run",
+        "--profile",
+        "smoke",
+        *[arg for o in slow for arg in ("-S", o)],
+    ]
     proc = subprocess.Popen(cmd, cwd=project_dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     checkpoints = None
     deadline = time.monotonic() + 600
     while proc.poll() is None and time.monotonic() < deadline:
-        found = [p for p in project_dir.glob("runs/pipeline/*/iter-1/train/critic/checkpoints/step-*")
-                 if not p.name.endswith(".tmp")]
+        found = [
+            p
+            for p in project_dir.glob("runs/pipeline/*/iter-1/train/critic/checkpoints/step-*")
+            if not p.name.endswith(".tmp")
+        ]
         if found:
             checkpoints = found
             proc.send_signal(signal.SIGTERM)

@@ -1,4 +1,5 @@
 """End-to-end rollouts: real HF engine, retrieval simulator, sandbox, Prefect flow and MLflow store."""
+
 from __future__ import annotations
 
 import json
@@ -10,7 +11,6 @@ from components.data.records import Trajectory, read_jsonl
 from tests.conftest import DEFAULT_MODEL_DIR as MODEL
 from tests.conftest import TASKS_FILE as TASKS
 
-
 pytestmark = pytest.mark.integration
 
 
@@ -19,11 +19,26 @@ def workdir(workdir):
     """The project folder with params.yaml: a short protocol, 2 train tasks x K=2."""
     params = {
         "data": {"backend_tasks": str(TASKS), "eval_fraction": 0.2, "split_salt": "sweetflow-v1"},
-        "episode": {"max_turns": 2, "temperature": 1.0, "max_tokens": 16, "max_model_len": 2048,
-                    "sim_max_tokens": 32, "sim_max_chars": 400},
-        "rollouts": {"model": str(MODEL), "engine": "hf", "simulator": "retrieval", "split": "train",
-                     "limit": 2, "per_task": 2, "seed": 3, "out_dir": "out", "experiment": "it-rollouts",
-                     "sample_dialogues": 2},
+        "episode": {
+            "max_turns": 2,
+            "temperature": 1.0,
+            "max_tokens": 16,
+            "max_model_len": 2048,
+            "sim_max_tokens": 32,
+            "sim_max_chars": 400,
+        },
+        "rollouts": {
+            "model": str(MODEL),
+            "engine": "hf",
+            "simulator": "retrieval",
+            "split": "train",
+            "limit": 2,
+            "per_task": 2,
+            "seed": 3,
+            "out_dir": "out",
+            "experiment": "it-rollouts",
+            "sample_dialogues": 2,
+        },
     }
     (workdir / "params.yaml").write_text(yaml.safe_dump(params))
     return workdir
@@ -39,8 +54,9 @@ def test_rollouts_flow_k_scored_trajectories_per_train_task(workdir):
     result = rollouts_flow(RolloutsParams())
     out = workdir / "out"
     trajs = list(read_jsonl(out / "trajectories.jsonl", Trajectory))
-    assert sorted((t.task_index, t.sample) for t in trajs) == sorted((i, k) for i in {t.task_index for t in trajs}
-                                                                    for k in range(2))
+    assert sorted((t.task_index, t.sample) for t in trajs) == sorted(
+        (i, k) for i in {t.task_index for t in trajs} for k in range(2)
+    )
     assert len(trajs) == 4 and len({t.seed for t in trajs}) == 4 and {t.run_seed for t in trajs} == {3}
     _, train = select_tasks(load_section(DataConfig, "data"), load_section(RolloutsConfig, "rollouts"))
     assert {t.task_index for t in trajs} == set(train)

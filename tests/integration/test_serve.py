@@ -6,6 +6,7 @@ parameter schema (the UI form) carrying the flow's pydantic fields, a run create
 deployment with other parameters getting exactly those, bad parameters rejected, and the
 process-work-pool variant (no image: a pull step that sets the working directory to the checkout).
 """
+
 from __future__ import annotations
 
 from datetime import timezone
@@ -19,8 +20,10 @@ from flows.serve import FLOWS, REPO, ServeError, build_deployment, deploy_to_poo
 pytestmark = pytest.mark.integration
 
 CRON = "0 2 * * *"
-SCHEDULER_BROKEN = ("the Prefect server could not insert scheduled runs; with SQLAlchemy 2.1 Prefect 3.7's "
-                    "scheduler fails ('Can't evaluate bulk DML statement'): pin sqlalchemy<2.1")
+SCHEDULER_BROKEN = (
+    "the Prefect server could not insert scheduled runs; with SQLAlchemy 2.1 Prefect 3.7's "
+    "scheduler fails ('Can't evaluate bulk DML statement'): pin sqlalchemy<2.1"
+)
 
 
 @pytest.fixture
@@ -68,8 +71,11 @@ def test_the_server_schedules_runs_at_the_cron_times(client):
 
     deployment_id = register(build_deployment("eval", CRON, name="it-schedule"))
     try:
-        client.request("POST", f"/deployments/{deployment_id}/schedule",
-                       json={"start_time": "2030-01-01T12:00:00+00:00", "min_runs": 3, "max_runs": 3})
+        client.request(
+            "POST",
+            f"/deployments/{deployment_id}/schedule",
+            json={"start_time": "2030-01-01T12:00:00+00:00", "min_runs": 3, "max_runs": 3},
+        )
     except PrefectHTTPStatusError:
         if tuple(int(x) for x in sqlalchemy.__version__.split(".")[:2]) >= (2, 1):
             pytest.xfail(f"{SCHEDULER_BROKEN} (installed: {sqlalchemy.__version__})")
@@ -143,8 +149,22 @@ def test_cli_serve_registers_for_a_work_pool_and_rejects_bad_input(client, monke
         result = runner.invoke(app, ["serve", "--cron", CRON, "--flow", "eval", "--api-url", "http://127.0.0.1:9/api"])
     assert result.exit_code == 2 and "no Prefect server answers at http://127.0.0.1:9/api" in result.output
 
-    result = runner.invoke(app, ["serve", "--cron", "30 1 * * 1", "--flow", "eval", "--name", "it-cli",
-                                 "--work-pool", "it-cli-pool", "--timezone", "Europe/Paris"])
+    result = runner.invoke(
+        app,
+        [
+            "serve",
+            "--cron",
+            "30 1 * * 1",
+            "--flow",
+            "eval",
+            "--name",
+            "it-cli",
+            "--work-pool",
+            "it-cli-pool",
+            "--timezone",
+            "Europe/Paris",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "prefect worker start --pool it-cli-pool" in result.output
     dep = client.read_deployment_by_name("sweetflow-eval/it-cli")

@@ -5,6 +5,7 @@ solve ColBench tasks, so real rollouts would give no pairs); actor and critic ar
 candidates are sampled with the hf engine. Few optimizer steps: this checks the wiring and the
 files, tests/integration/test_credit_assignment.py checks that the learning works.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,8 +33,12 @@ def workdir(project_dir, tiny_model_dir):
     params = {
         "data": {"backend_tasks": str(project_dir / "tasks.jsonl")},
         "episode": {"max_model_len": 1024, "max_tokens": 8},
-        "train": {"model": str(tiny_model_dir), "trajectories": "rollouts", "out_dir": "train",
-                  "experiment": "it-train"},
+        "train": {
+            "model": str(tiny_model_dir),
+            "trajectories": "rollouts",
+            "out_dir": "train",
+            "experiment": "it-train",
+        },
         "pairs": {"min_chosen_score": 1.0, "per_state": 2, "seed": 0},
         "critic": {"model": str(tiny_model_dir), "optim": OPTIM, "ref_batch_size": 4},
         "candidates": {"engine": "hf", "fraction": 0.2, "per_state": 4, "max_tokens": 8, "seed": 0},
@@ -47,8 +52,9 @@ def workdir(project_dir, tiny_model_dir):
 def nested_runs(parent_id: str) -> dict[str, object]:
     import mlflow
 
-    runs = mlflow.search_runs(experiment_names=["it-train"], filter_string=f"tags.mlflow.parentRunId = '{parent_id}'",
-                              output_format="list")
+    runs = mlflow.search_runs(
+        experiment_names=["it-train"], filter_string=f"tags.mlflow.parentRunId = '{parent_id}'", output_format="list"
+    )
     return {r.info.run_name: r for r in runs}
 
 
@@ -77,8 +83,17 @@ def test_sweet_flow_runs_every_step_and_tracks_each_in_mlflow(workdir):
     steps = int(critic.data.metrics["steps"])
     assert 1 <= steps <= 3 and sorted(m.step for m in curve) == list(range(1, steps + 1))
     actor_rows = [json.loads(line) for line in (root / "actor" / "train_metrics.jsonl").read_text().splitlines()]
-    assert {"loss", "dpo_loss", "nll", "accuracy", "margin", "chosen_reward", "rejected_reward", "lr",
-            "tokens_per_s"} <= set(actor_rows[0])
+    assert {
+        "loss",
+        "dpo_loss",
+        "nll",
+        "accuracy",
+        "margin",
+        "chosen_reward",
+        "rejected_reward",
+        "lr",
+        "tokens_per_s",
+    } <= set(actor_rows[0])
 
 
 @pytest.mark.parametrize("algo, steps", [("mtdpo", {"trajectory pairs", "actor"}), ("rft", {"actor"})])

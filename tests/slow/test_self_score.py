@@ -9,6 +9,7 @@ and why (same reasons with the official scorer unless noted):
 Reference outputs are computed here with a fresh cache, so this also times the sandbox on the
 full set (about 20,000 sandboxed test calls).
 """
+
 from __future__ import annotations
 
 import time
@@ -29,13 +30,14 @@ def test_reference_solutions_score_themselves(tmp_path):
         pytest.skip(f"{DATA} not pulled (run `sweetflow data pull`)")
     tasks = load_backend_tasks(DATA)
     start = time.monotonic()
-    results = score_answers(tasks, [(i, t.ground_truth) for i, t in enumerate(tasks)],
-                            cache_dir=tmp_path)
+    results = score_answers(tasks, [(i, t.ground_truth) for i, t in enumerate(tasks)], cache_dir=tmp_path)
     elapsed = time.monotonic() - start
     at_one = sum(r.success for r in results) / len(results)
     mean = sum(r.score for r in results) / len(results)
     failing = {r.index: (r.score, r.error) for r in results if not r.success}
-    print(f"\nself-score: {at_one:.3f} of {len(results)} tasks at 1.0, mean score {mean:.4f}, "
-          f"{elapsed:.1f} s; not at 1.0: {failing}")
+    print(
+        f"\nself-score: {at_one:.3f} of {len(results)} tasks at 1.0, mean score {mean:.4f}, "
+        f"{elapsed:.1f} s; not at 1.0: {failing}"
+    )
     assert at_one >= 0.99 and mean >= 0.99
     assert set(failing) <= EXPLAINED, f"unexplained failures: {set(failing) - EXPLAINED}"

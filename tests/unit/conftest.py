@@ -1,4 +1,5 @@
 """Fixtures for unit tests: the default model's tokenizer and a scripted fake engine."""
+
 from __future__ import annotations
 
 import pytest
@@ -34,9 +35,10 @@ class ScriptedEngine:
         return out
 
     def chat(self, conversations, sampling, seeds):
-        prompts = [self.tokenizer.encode(self.tokenizer.apply_chat_template(c, tokenize=False,
-                                                                            add_generation_prompt=True))
-                   for c in conversations]
+        prompts = [
+            self.tokenizer.encode(self.tokenizer.apply_chat_template(c, tokenize=False, add_generation_prompt=True))
+            for c in conversations
+        ]
         return self.generate(prompts, sampling, seeds)
 
     def close(self):
@@ -55,9 +57,18 @@ def toy_model_dir(tmp_path_factory):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=300, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-                         pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    config = LlamaConfig(
+        vocab_size=300,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+    )
     out = tmp_path_factory.mktemp("toy-llama")
     LlamaForCausalLM(config).save_pretrained(out)
     return out

@@ -1,20 +1,26 @@
 """Candidate sampling (state choice, seeds, resume) and ranking (advantage, order) without models."""
+
 from __future__ import annotations
 
 import pytest
 
-from components.stages import candidates
-from components.stages import pairs
-from components.engines.base import Generation
-from components.data.records import Candidate, Turn, TurnCandidates, TurnPair, read_jsonl, write_jsonl
-from components.stages.ranking import rank
 from components.config.training import CandidatesConfig, PairsConfig
+from components.data.records import Candidate, Turn, TurnCandidates, TurnPair, read_jsonl, write_jsonl
+from components.engines.base import Generation
+from components.stages import candidates, pairs
+from components.stages.ranking import rank
 from tests.factories import make_trajectory
 
 
 def traj(i, turns=2):
-    return make_trajectory(task_index=i, run_seed=0, score=0.0, task_id=f"t{i}", sample=0,
-                           turns=[Turn(index=k, action="q", prompt_ids=[1] * (10 + k), response_ids=[2]) for k in range(turns)])
+    return make_trajectory(
+        task_index=i,
+        run_seed=0,
+        score=0.0,
+        task_id=f"t{i}",
+        sample=0,
+        turns=[Turn(index=k, action="q", prompt_ids=[1] * (10 + k), response_ids=[2]) for k in range(turns)],
+    )
 
 
 class EchoEngine:
@@ -58,13 +64,20 @@ def test_sampling_gives_n_distinctly_seeded_candidates_per_state_and_resumes(tmp
 
 
 def test_rank_scores_beta_times_the_mean_difference_and_turn_pairs_follow_it(tmp_path):
-    state = TurnCandidates(task_id="t", task_index=0, trajectory="0/0/0", turn=1, prompt_ids=[1, 2],
-                           candidates=[Candidate(text=str(i), response_ids=[10 + i]) for i in range(4)])
+    state = TurnCandidates(
+        task_id="t",
+        task_index=0,
+        trajectory="0/0/0",
+        turn=1,
+        prompt_ids=[1, 2],
+        candidates=[Candidate(text=str(i), response_ids=[10 + i]) for i in range(4)],
+    )
     ranked = rank([state], critic_means=[[-1.0, -2.0, -0.5, -3.0]], base_means=[[-1.0, -1.0, -1.0, -1.0]], beta=0.1)
     scores = [c.score for c in ranked[0].candidates]
     assert scores == pytest.approx([0.0, -0.1, 0.05, -0.2])
     write_jsonl(tmp_path / "ranked.jsonl", ranked)
     pairs.run_turn(PairsConfig(per_state=4), tmp_path / "ranked.jsonl", tmp_path)
-    turn_pairs = [(p.chosen_ids[0] - 10, p.rejected_ids[0] - 10) for p in
-                  read_jsonl(tmp_path / "turn_pairs.jsonl", TurnPair)]
+    turn_pairs = [
+        (p.chosen_ids[0] - 10, p.rejected_ids[0] - 10) for p in read_jsonl(tmp_path / "turn_pairs.jsonl", TurnPair)
+    ]
     assert sorted(turn_pairs) == [(0, 1), (0, 3), (2, 1), (2, 3)]  # upper half {2, 0} vs lower half {1, 3}

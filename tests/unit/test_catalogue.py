@@ -1,8 +1,10 @@
 """The stage catalogue is the one declaration of each stage: the root dvc.yaml is generated from it,
 every stage's code deps cover what its module imports, and components/ stays free of orchestration."""
+
 from __future__ import annotations
 
 import ast
+
 import yaml
 
 from components.stages.catalogue import CODE_ROOT, STAGES, code_deps, training_stages, uncovered
@@ -14,8 +16,9 @@ def root_stages() -> dict:
 
 
 def test_the_root_dvc_yaml_is_the_generated_one():
-    assert (CODE_ROOT / "dvc.yaml").read_text() == root_dvc_yaml(), \
+    assert (CODE_ROOT / "dvc.yaml").read_text() == root_dvc_yaml(), (
         "dvc.yaml differs from the stage catalogue: regenerate it with `python -m flows.plan`"
+    )
     assert list(root_stages()) == list(STAGES)
 
 
@@ -33,7 +36,7 @@ def test_a_planted_omission_in_a_stage_deps_is_caught():
 
 def test_code_deps_follow_imports_transitively_and_scripts_started_by_file_name():
     actor = code_deps("components.stages.actor")
-    assert "components/lm/logprobs.py" in actor        # imported by lm/forward.py, not by the actor itself
+    assert "components/lm/logprobs.py" in actor  # imported by lm/forward.py, not by the actor itself
     assert "components/training/loop.py" in actor and "components/scoring/sandbox.py" not in actor
     evaluate = code_deps("components.stages.evaluate")
     assert {"components/scoring/server.py", "components/scoring/jail.py"} <= set(evaluate)  # the fork-server
@@ -49,8 +52,16 @@ def test_components_never_import_flows_or_prefect():
     offenders = []
     for path in sorted((CODE_ROOT / "components").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
-            offenders += [f"{path.relative_to(CODE_ROOT)}: {n}" for n in names
-                          if n.split(".")[0] in ("flows", "prefect", "prefect_ray")]
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            offenders += [
+                f"{path.relative_to(CODE_ROOT)}: {n}"
+                for n in names
+                if n.split(".")[0] in ("flows", "prefect", "prefect_ray")
+            ]
     assert offenders == []

@@ -1,4 +1,5 @@
 """The command line: help everywhere, clear errors before heavy work."""
+
 import logging
 import time
 
@@ -20,8 +21,9 @@ def root_logging_restored():
     logging.root.handlers[:] = handlers
 
 
-@pytest.mark.parametrize("args", [[], ["data"], ["model"], ["data", "pull"], ["model", "prepare"], ["eval"], ["params"], ["run"],
-                                  ["score"]])
+@pytest.mark.parametrize(
+    "args", [[], ["data"], ["model"], ["data", "pull"], ["model", "prepare"], ["eval"], ["params"], ["run"], ["score"]]
+)
 def test_every_command_has_help(args):
     result = runner.invoke(app, [*args, "--help"])
     assert result.exit_code == 0 and "Usage" in result.output
@@ -45,8 +47,18 @@ def test_eval_rejects_seed_and_seeds_together():
 
 
 def test_score_reports_a_missing_file(tmp_path):
-    result = runner.invoke(app, ["score", "--tasks", str(tmp_path / "no.jsonl"), "--answers",
-                                 str(tmp_path / "a.jsonl"), "--out", str(tmp_path / "s.jsonl")])
+    result = runner.invoke(
+        app,
+        [
+            "score",
+            "--tasks",
+            str(tmp_path / "no.jsonl"),
+            "--answers",
+            str(tmp_path / "a.jsonl"),
+            "--out",
+            str(tmp_path / "s.jsonl"),
+        ],
+    )
     assert result.exit_code == 2 and "not found" in result.output
 
 
@@ -68,9 +80,13 @@ def test_score_command_contract(tmp_path):
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text("".join(make_task(n).model_dump_json() + "\n" for n in ("add", "sub")))
     answers = tmp_path / "answers.jsonl"
-    answers.write_text(json.dumps({"index": 0, "answer": "def add(a, b):\n    return a + b"}) + "\n"
-                       + json.dumps({"index": 1, "answer": "def sub(a, b):\n    return 0"}) + "\n"
-                       + '{"index": 7}\n')
+    answers.write_text(
+        json.dumps({"index": 0, "answer": "def add(a, b):\n    return a + b"})
+        + "\n"
+        + json.dumps({"index": 1, "answer": "def sub(a, b):\n    return 0"})
+        + "\n"
+        + '{"index": 7}\n'
+    )
     out = tmp_path / "scores.jsonl"
     result = runner.invoke(app, ["score", "--tasks", str(tasks), "--answers", str(answers), "--out", str(out)])
     assert result.exit_code == 0, result.output
@@ -115,8 +131,11 @@ def test_params_prints_what_run_would_use_and_fails_like_run():
     assert str(expected.run_dir) in result.output.splitlines()[0]
     cory = yaml.safe_load(runner.invoke(app, ["params", "--algo", "cory", "--iterations", "3"]).output)
     assert sorted(cory) == ["cory", "model"] and cory["cory"]["iterations"] == 3
-    for bad, message in ((["-S", "cory.lr=1"], "do not apply to algo sweet"), (["--algo", "nope"], "nope"),
-                         (["-S", "critic.optim.lr=-1"], "critic.optim.lr")):
+    for bad, message in (
+        (["-S", "cory.lr=1"], "do not apply to algo sweet"),
+        (["--algo", "nope"], "nope"),
+        (["-S", "critic.optim.lr=-1"], "critic.optim.lr"),
+    ):
         printed, ran = runner.invoke(app, ["params", *bad]), runner.invoke(app, ["run", *bad])
         assert printed.exit_code == ran.exit_code == 2 and message in printed.output
         assert message in ran.output

@@ -1,4 +1,5 @@
 """`sweetflow compare`: evaluated iterations read back from a real MLflow sqlite store."""
+
 from __future__ import annotations
 
 import math
@@ -8,14 +9,18 @@ import pytest
 from typer.testing import CliRunner
 
 from components.tracking import store as tracking
-from flows.cli import app
 from components.tracking.compare import CompareError, eval_runs, format_table, plot
+from flows.cli import app
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 # (algo, profile, iteration) -> (success_rate, tests_passed, n); sweet improves, rft stays flat.
 SCORES = {
-    ("sweet", 0): (0.10, 0.30, 20), ("sweet", 1): (0.25, 0.45, 20), ("sweet", 2): (0.40, 0.60, 20),
-    ("rft", 0): (0.10, 0.30, 20), ("rft", 1): (0.15, 0.35, 20), ("rft", 2): (0.15, 0.36, 20),
+    ("sweet", 0): (0.10, 0.30, 20),
+    ("sweet", 1): (0.25, 0.45, 20),
+    ("sweet", 2): (0.40, 0.60, 20),
+    ("rft", 0): (0.10, 0.30, 20),
+    ("rft", 1): (0.15, 0.35, 20),
+    ("rft", 2): (0.15, 0.36, 20),
 }
 
 
@@ -24,25 +29,39 @@ def _log_pipeline(algo: str, profile: str, with_ci: bool, extra: str | None = No
     import mlflow
 
     exp = tracking.experiment_id("sweetflow-pipeline")
-    with mlflow.start_run(experiment_id=exp, run_name=f"pipeline {algo}",
-                          tags={"sweetflow.kind": "pipeline", "sweetflow.algo": algo,
-                                "sweetflow.profile": profile}) as parent:
+    with mlflow.start_run(
+        experiment_id=exp,
+        run_name=f"pipeline {algo}",
+        tags={"sweetflow.kind": "pipeline", "sweetflow.algo": algo, "sweetflow.profile": profile},
+    ) as parent:
         for it in (2, 0, 1):
             sr, tp, n = SCORES[(algo, it)]
-            with mlflow.start_run(experiment_id=exp, run_name=f"eval it{it}", nested=True,
-                                  parent_run_id=parent.info.run_id,
-                                  tags={"sweetflow.kind": "eval", "sweetflow.algo": algo,
-                                        "sweetflow.iteration": str(it)}):
+            with mlflow.start_run(
+                experiment_id=exp,
+                run_name=f"eval it{it}",
+                nested=True,
+                parent_run_id=parent.info.run_id,
+                tags={"sweetflow.kind": "eval", "sweetflow.algo": algo, "sweetflow.iteration": str(it)},
+            ):
                 metrics = {"success_rate": sr, "tests_passed": tp, "n": n}
                 if with_ci:
-                    metrics.update(success_rate_ci_low=sr - 0.05, success_rate_ci_high=sr + 0.05,
-                                   tests_passed_ci_low=tp - 0.1, tests_passed_ci_high=tp + 0.1)
+                    metrics.update(
+                        success_rate_ci_low=sr - 0.05,
+                        success_rate_ci_high=sr + 0.05,
+                        tests_passed_ci_low=tp - 0.1,
+                        tests_passed_ci_high=tp + 0.1,
+                    )
                 if extra:
                     metrics[extra] = 1.0 + it
                 mlflow.log_metrics(metrics)
         # A non-eval nested step must not appear in the comparison.
-        with mlflow.start_run(experiment_id=exp, run_name="critic", nested=True, parent_run_id=parent.info.run_id,
-                              tags={"sweetflow.kind": "step"}):
+        with mlflow.start_run(
+            experiment_id=exp,
+            run_name="critic",
+            nested=True,
+            parent_run_id=parent.info.run_id,
+            tags={"sweetflow.kind": "step"},
+        ):
             mlflow.log_metric("success_rate", 0.99)
     return parent.info.run_id
 
@@ -56,8 +75,10 @@ def populated(tmp_path_factory):
         mp.chdir(root)
         mp.delenv("MLFLOW_TRACKING_URI", raising=False)
         tracking.configure()
-        parents = {"sweet": _log_pipeline("sweet", "smoke", with_ci=True, extra="reward"),
-                   "rft": _log_pipeline("rft", "default", with_ci=False)}
+        parents = {
+            "sweet": _log_pipeline("sweet", "smoke", with_ci=True, extra="reward"),
+            "rft": _log_pipeline("rft", "default", with_ci=False),
+        }
     return root, parents
 
 
@@ -74,8 +95,14 @@ def store(populated, monkeypatch):
 def test_eval_runs_one_row_per_evaluated_iteration(store):
     df = eval_runs("sweetflow-pipeline")
     assert len(df) == 6  # the pipeline runs and the non-eval step are left out
-    assert list(zip(df["algo"], df["iteration"])) == [("rft", 0), ("rft", 1), ("rft", 2),
-                                                      ("sweet", 0), ("sweet", 1), ("sweet", 2)]
+    assert list(zip(df["algo"], df["iteration"])) == [
+        ("rft", 0),
+        ("rft", 1),
+        ("rft", 2),
+        ("sweet", 0),
+        ("sweet", 1),
+        ("sweet", 2),
+    ]
     for _, row in df.iterrows():
         sr, tp, n = SCORES[(row["algo"], row["iteration"])]
         assert row["success_rate"] == pytest.approx(sr) and row["tests_passed"] == pytest.approx(tp)
@@ -94,8 +121,14 @@ def test_format_table_sorted_with_interval_columns(store):
     assert header.split()[:5] == ["run", "algo", "iter", "profile", "success_rate"]
     assert re.search(r"success_rate +95% CI +tests_passed +95% CI +n +started \(UTC\) +status$", header)
     assert set(rule) <= {"-", " "} and len(rows) == 6
-    assert [(r.split()[2], r.split()[3]) for r in rows] == [("rft", "0"), ("rft", "1"), ("rft", "2"),
-                                                            ("sweet", "0"), ("sweet", "1"), ("sweet", "2")]
+    assert [(r.split()[2], r.split()[3]) for r in rows] == [
+        ("rft", "0"),
+        ("rft", "1"),
+        ("rft", "2"),
+        ("sweet", "0"),
+        ("sweet", "1"),
+        ("sweet", "2"),
+    ]
     assert re.search(r"0\.250 +\[0\.200, 0\.300\] +0\.450 +\[0\.350, 0\.550\] +20 ", rows[4])
     assert "0.150" in rows[1] and "[" not in rows[1]  # rft logged no intervals: "-" in their place
     assert all(len(r.rstrip()) <= len(rule) for r in rows)  # fixed width
@@ -166,8 +199,9 @@ def test_cory_agents_get_their_own_rows_lines_and_reward_columns_beside_colbench
     exp = tracking.experiment_id("sweetflow-pipeline")
     parents = {}
     for algo, agents in (("sweet", [None]), ("cory", ["agent0", "agent1"])):
-        with mlflow.start_run(experiment_id=exp, run_name=f"pipeline {algo}",
-                              tags={"sweetflow.kind": "pipeline", "sweetflow.algo": algo}) as parent:
+        with mlflow.start_run(
+            experiment_id=exp, run_name=f"pipeline {algo}", tags={"sweetflow.kind": "pipeline", "sweetflow.algo": algo}
+        ) as parent:
             parents[algo] = parent.info.run_id
             for it in (0, 1):
                 for agent in agents:
@@ -176,8 +210,7 @@ def test_cory_agents_get_their_own_rows_lines_and_reward_columns_beside_colbench
                     if agent:
                         tags["sweetflow.agent"] = agent
                         metrics.update(task_reward=0.2 * it, kl=0.01 * it, objective=0.2 * it - 1e-4 * it)
-                    with mlflow.start_run(experiment_id=exp, nested=True, parent_run_id=parent.info.run_id,
-                                          tags=tags):
+                    with mlflow.start_run(experiment_id=exp, nested=True, parent_run_id=parent.info.run_id, tags=tags):
                         mlflow.log_metrics(metrics)
     df = eval_runs("sweetflow-pipeline")
     assert len(df) == 6 and {"task_reward", "kl", "objective"} <= set(df.columns)

@@ -5,6 +5,7 @@ Rule for keys the file may leave out: a field whose code default is None (nothin
 `critic.optim.lora`: full fine-tuning) may be absent, absence meaning None. Every other field must
 be in params.yaml. `profiles:` overlays are not compared: they deliberately differ from the base.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -61,6 +62,7 @@ def test_code_defaults_equal_params_yaml(section):
 
 def test_the_comparison_names_the_field_and_both_values():
     from components.config.training import CriticConfig
+
     raw = {k: v for k, v in BASE["critic"].items() if k != "beta"}
     raw["optim"] = BASE["critic"]["optim"] | {"lr": 3e-4}
     problems = differences("critic", CriticConfig(), raw)

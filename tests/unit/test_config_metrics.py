@@ -18,14 +18,17 @@ def test_overrides_win_and_none_keeps_the_file_value(tmp_path):
     assert cfg.limit == 3 and cfg.engine == "hf"
 
 
-@pytest.mark.parametrize("text, field", [
-    ("eval:\n  limit: 0\n", "eval.limit"),
-    ("eval:\n  engine: tpu\n", "eval.engine"),
-    ("eval:\n  seeds: [1, 1]\n", "seeds must be distinct"),
-    ("eval:\n  simulator: retrieval\n  simulator_model: http://x\n", "simulator_model is only used"),
-    ("eval:\n  limt: 3\n", "eval.limt"),
-    ("episode:\n  max_tokens: 5000\n  max_model_len: 4096\n", "must be below max_model_len"),
-])
+@pytest.mark.parametrize(
+    "text, field",
+    [
+        ("eval:\n  limit: 0\n", "eval.limit"),
+        ("eval:\n  engine: tpu\n", "eval.engine"),
+        ("eval:\n  seeds: [1, 1]\n", "seeds must be distinct"),
+        ("eval:\n  simulator: retrieval\n  simulator_model: http://x\n", "simulator_model is only used"),
+        ("eval:\n  limt: 3\n", "eval.limt"),
+        ("episode:\n  max_tokens: 5000\n  max_model_len: 4096\n", "must be below max_model_len"),
+    ],
+)
 def test_bad_params_are_rejected_with_the_field_named(tmp_path, text, field):
     section = text.split(":")[0]
     model = EvalConfig if section == "eval" else EpisodeSection
@@ -39,8 +42,9 @@ def test_repo_params_file_is_valid():
 
 
 def scored(task, seed, score):
-    return make_trajectory(task, seed, score, task_id=str(task), answered=True, passed=int(score * 10), total=10,
-                           success=score == 1.0)
+    return make_trajectory(
+        task, seed, score, task_id=str(task), answered=True, passed=int(score * 10), total=10, success=score == 1.0
+    )
 
 
 def test_summary_pools_seeds_per_task():
@@ -49,8 +53,10 @@ def test_summary_pools_seeds_per_task():
     assert m["n"] == 2 and m["episodes"] == 4
     assert m["success_rate"] == pytest.approx(0.25) and m["tests_passed"] == pytest.approx(0.375)
     assert m["success_rate_ci_low"] <= m["success_rate"] <= m["success_rate_ci_high"]
-    assert per_seed(trajs) == {0: {"success_rate": 0.5, "tests_passed": 0.5},
-                               1: {"success_rate": 0.0, "tests_passed": 0.25}}
+    assert per_seed(trajs) == {
+        0: {"success_rate": 0.5, "tests_passed": 0.5},
+        1: {"success_rate": 0.0, "tests_passed": 0.25},
+    }
 
 
 def test_bootstrap_interval_covers_the_mean_and_shrinks_with_n():

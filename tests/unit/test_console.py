@@ -1,5 +1,6 @@
 """flows/console.py: a step's child output goes whole to its log; the console gets bars, warnings,
 errors and the result line (everything with --verbose); the CLI's --verbose and quiet logging."""
+
 from __future__ import annotations
 
 import io
@@ -63,8 +64,15 @@ def test_quiet_console_shows_bar_warnings_and_result_and_the_log_keeps_everythin
     log = result.log_path.read_text()
     assert result.log_path == tmp_path / "logs" / "step.log"
     assert log.startswith("===== ") and " run: " in log.splitlines()[0]
-    for text in ("engine chatter 0", "engine chatter 2", "Automatically detected platform cpu", "wrote runs",
-                 "episodes:  40%", '"per_task": {"a": 1}', "===== exit 0 after"):
+    for text in (
+        "engine chatter 0",
+        "engine chatter 2",
+        "Automatically detected platform cpu",
+        "wrote runs",
+        "episodes:  40%",
+        '"per_task": {"a": 1}',
+        "===== exit 0 after",
+    ):
         assert text in log
     assert len(log.splitlines()[0]) < 2000 and log.split("=====\n", 1)[1].count("KV cache is small") == 2
 
@@ -86,12 +94,15 @@ def test_failure_prints_the_log_tail_and_its_path(tmp_path, capsys):
 
 
 def test_verbose_echoes_everything_but_hidden_lines(tmp_path, capsys):
-    result = _run(tmp_path, CHATTY + "print('To track the changes with git, run: git add dvc.lock')\n",
-                  verbose=True, hide=("To track the changes with git",))
+    result = _run(
+        tmp_path,
+        CHATTY + "print('To track the changes with git, run: git add dvc.lock')\n",
+        verbose=True,
+        hide=("To track the changes with git",),
+    )
     out = capsys.readouterr().out
     assert result.returncode == 0
-    for text in ("engine chatter 0", "detected platform", "wrote runs", "episodes:  40%",
-                 '"per_task": {"a": 1}'):
+    for text in ("engine chatter 0", "detected platform", "wrote runs", "episodes:  40%", '"per_task": {"a": 1}'):
         assert text in out
     assert out.count("KV cache is small") == 2
     assert "git add dvc.lock" not in out and "git add dvc.lock" in result.log_path.read_text()
@@ -99,16 +110,16 @@ def test_verbose_echoes_everything_but_hidden_lines(tmp_path, capsys):
 
 def test_verbose_comes_from_the_environment(tmp_path, capsys):
     env = dict(os.environ, **{VERBOSE_ENV: "1"})
-    run_logged([sys.executable, "-c", "import sys; print('INFO chatter', file=sys.stderr)"],
-               tmp_path / "v.log", env)
+    run_logged([sys.executable, "-c", "import sys; print('INFO chatter', file=sys.stderr)"], tmp_path / "v.log", env)
     assert "INFO chatter" in capsys.readouterr().out
 
 
 def test_log_appends_one_header_per_attempt_and_watch_and_show(tmp_path, capsys):
     script = "print(\"Stage 'rollouts' didn't change, skipping\"); print('Updating lock file')"
     first = _run(tmp_path, script, watch=("didn't change, skipping", "never printed"))
-    second = _run(tmp_path, "print('second attempt')", watch=("didn't change, skipping",),
-                  show=("didn't change, skipping",))
+    second = _run(
+        tmp_path, "print('second attempt')", watch=("didn't change, skipping",), show=("didn't change, skipping",)
+    )
     out = capsys.readouterr().out
     assert first.seen == {"didn't change, skipping"} and second.seen == set()
     assert out.count("didn't change, skipping") == 0  # only echoed when asked to show it
@@ -125,9 +136,11 @@ def test_bar_updates_in_place_on_a_terminal(tmp_path):
             return True
 
     tty = Tty()
-    script = ("import time, logging\nfrom tqdm import tqdm\nlogging.basicConfig(level=logging.INFO)\n"
-              "for i in tqdm(range(3), desc='train', mininterval=0, ncols=60):\n"
-              "    time.sleep(0.05)\n    logging.warning('loss spiked') if i == 1 else None\n")
+    script = (
+        "import time, logging\nfrom tqdm import tqdm\nlogging.basicConfig(level=logging.INFO)\n"
+        "for i in tqdm(range(3), desc='train', mininterval=0, ncols=60):\n"
+        "    time.sleep(0.05)\n    logging.warning('loss spiked') if i == 1 else None\n"
+    )
     result = _run(tmp_path, script, out=tty)
     text = tty.getvalue()
     assert result.returncode == 0
@@ -137,8 +150,10 @@ def test_bar_updates_in_place_on_a_terminal(tmp_path):
 
 
 def test_compact_result():
-    assert compact_result('{"success_rate": 0.5, "ok": true, "model": "m", "n": 3}') == \
-        "result: success_rate 0.5, ok true, model m, n 3"
+    assert (
+        compact_result('{"success_rate": 0.5, "ok": true, "model": "m", "n": 3}')
+        == "result: success_rate 0.5, ok true, model m, n 3"
+    )
     assert compact_result("not json {") is None and compact_result("[1, 2]") is None
     many = "{" + ", ".join(f'"k{i}": {i}' for i in range(15)) + "}"
     assert compact_result(many).endswith("k11 11, ... (+3 in the log)")
@@ -147,9 +162,11 @@ def test_compact_result():
 def test_interrupt_sends_sigterm_to_the_whole_group(tmp_path, capsys):
     """Ctrl-C (or the CLI's SIGTERM -> SystemExit) while a step runs stops the child and its own
     children (an engine's workers), not just the direct child."""
-    script = ("import subprocess, sys, time\n"
-              "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
-              "print(f'grandchild {p.pid}', flush=True)\ntime.sleep(60)\n")
+    script = (
+        "import subprocess, sys, time\n"
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        "print(f'grandchild {p.pid}', flush=True)\ntime.sleep(60)\n"
+    )
 
     class Stop(Exception):
         pass
@@ -183,6 +200,7 @@ def _alive(pid: int) -> bool:
 
 
 # -- the CLI: --verbose, and a quiet Prefect console otherwise --------------------------------
+
 
 @pytest.fixture
 def logging_restored(monkeypatch):

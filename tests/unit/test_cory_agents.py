@@ -1,15 +1,16 @@
 """CORY's agents on the tiny model: the reference stays frozen, role exchange keeps every agent's
 parameters and optimizer state, checkpoints round-trip, merged exports equal the adapter."""
+
 import pytest
 import torch
 
 from components.cory import rollout
-from components.stages import cory as train
 from components.cory.agents import AgentPool, agent_names
 from components.cory.ppo import ppo_update
 from components.cory.rollout import Sample, collate, forward
 from components.cory.serving import InMemoryServer, ReloadServer
 from components.engines.base import SamplingConfig
+from components.stages import cory as train
 from tests.cory_helpers import parity_reward, tiny_config
 
 
@@ -36,8 +37,10 @@ def synthetic_samples(pool, agent, n=4):
 def snapshot(pool, name):
     agent = pool.agents[name]
     params = [p.detach().clone() for p in agent.parameters()]
-    moments = {i: {k: v.clone() if torch.is_tensor(v) else v for k, v in s.items()}
-               for i, s in enumerate(agent.optimizer.state_dict()["state"].values())}
+    moments = {
+        i: {k: v.clone() if torch.is_tensor(v) else v for k, v in s.items()}
+        for i, s in enumerate(agent.optimizer.state_dict()["state"].values())
+    }
     return params, moments
 
 
@@ -48,8 +51,11 @@ def same(a, b):
         return False
     if not all(torch.equal(x, y) for x, y in zip(params_a, params_b)):
         return False
-    return all(torch.equal(torch.as_tensor(moments_a[i][k]), torch.as_tensor(moments_b[i][k]))
-               for i in moments_a for k in moments_a[i])
+    return all(
+        torch.equal(torch.as_tensor(moments_a[i][k]), torch.as_tensor(moments_b[i][k]))
+        for i in moments_a
+        for k in moments_a[i]
+    )
 
 
 def logits_of(pool, samples, reference):

@@ -1,12 +1,11 @@
 """CORY's config: defaults load, contradictions are rejected at load time; roles follow T."""
-import yaml
 
 import pytest
+import yaml
 from pydantic import ValidationError
 
-from components.config.sections import ConfigError
-from components.cory.agents import roles_at
 from components.config.cory import CoryAlgo, CoryConfig
+from components.cory.agents import roles_at
 from components.stages.cli import stage_cli
 
 
@@ -23,19 +22,22 @@ def test_ppo_trains_its_one_agent_on_twice_the_answers():
         CoryConfig(algo="cory", questions_per_iteration=2, minibatch_size=4)
 
 
-@pytest.mark.parametrize("values, message", [
-    ({"questions_per_iteration": 4, "minibatch_size": 8}, "exceeds"),
-    ({"questions_per_iteration": 6, "minibatch_size": 4}, "must divide"),
-    ({"train_file": "data/x.jsonl", "test_file": "data/x.jsonl"}, "same file"),
-    ({"temperature": 0.0}, "greater than 0"),
-    ({"algo": "grpo"}, "cory"),
-    ({"engine": "openai"}, "auto"),
-    ({"vllm_sync": "nccl"}, "inplace"),
-    ({"clip": 1.5}, "less than 1"),
-    ({"lam": 1.2}, "less than or equal to 1"),
-    ({"lora": {"r": 0}}, "greater than or equal to 1"),
-    ({"learning_rate": 1e-4}, "Extra inputs"),
-])
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        ({"questions_per_iteration": 4, "minibatch_size": 8}, "exceeds"),
+        ({"questions_per_iteration": 6, "minibatch_size": 4}, "must divide"),
+        ({"train_file": "data/x.jsonl", "test_file": "data/x.jsonl"}, "same file"),
+        ({"temperature": 0.0}, "greater than 0"),
+        ({"algo": "grpo"}, "cory"),
+        ({"engine": "openai"}, "auto"),
+        ({"vllm_sync": "nccl"}, "inplace"),
+        ({"clip": 1.5}, "less than 1"),
+        ({"lam": 1.2}, "less than or equal to 1"),
+        ({"lora": {"r": 0}}, "greater than or equal to 1"),
+        ({"learning_rate": 1e-4}, "Extra inputs"),
+    ],
+)
 def test_contradictions_and_bad_values_are_rejected(values, message):
     with pytest.raises(ValidationError, match=message):
         CoryConfig(**values)

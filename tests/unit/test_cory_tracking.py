@@ -1,4 +1,5 @@
 """What the pipeline reads back from a CORY stage's files (flows/cory_tracking.py)."""
+
 import json
 
 from flows.cory_tracking import eval_points, render_samples
@@ -12,19 +13,38 @@ def _write(out, rows, initial=None):
 
 
 def _evals(agent, pass_at_1, kl):
-    return {f"eval/{agent}/pass_at_1": pass_at_1, f"eval/{agent}/reward": pass_at_1, f"eval/{agent}/kl": kl,
-            f"eval/{agent}/objective": pass_at_1 - 0.01 * kl, f"eval/{agent}/tokens": 10}
+    return {
+        f"eval/{agent}/pass_at_1": pass_at_1,
+        f"eval/{agent}/reward": pass_at_1,
+        f"eval/{agent}/kl": kl,
+        f"eval/{agent}/objective": pass_at_1 - 0.01 * kl,
+        f"eval/{agent}/tokens": 10,
+    }
 
 
 def test_every_agent_gets_the_base_model_as_iteration_0_then_one_point_per_iteration(tmp_path):
-    rows = [{"iteration": i, "train/agent0/kl": 0.1, **_evals("agent0", 0.25 * i, i), **_evals("agent1", 0.5, 2 * i)}
-            for i in (1, 2)]
+    rows = [
+        {"iteration": i, "train/agent0/kl": 0.1, **_evals("agent0", 0.25 * i, i), **_evals("agent1", 0.5, 2 * i)}
+        for i in (1, 2)
+    ]
     _write(tmp_path, rows, initial={"pass_at_1": 0.125, "reward": 0.125, "kl": 0.0, "objective": 0.125})
     points = eval_points(tmp_path, n=8)
-    assert [(i, a) for i, a, _ in points] == [(0, "agent0"), (0, "agent1"), (1, "agent0"), (1, "agent1"),
-                                              (2, "agent0"), (2, "agent1")]
-    assert points[0][2] == {"success_rate": 0.125, "pass_at_1": 0.125, "task_reward": 0.125, "kl": 0.0,
-                            "objective": 0.125, "n": 8.0}
+    assert [(i, a) for i, a, _ in points] == [
+        (0, "agent0"),
+        (0, "agent1"),
+        (1, "agent0"),
+        (1, "agent1"),
+        (2, "agent0"),
+        (2, "agent1"),
+    ]
+    assert points[0][2] == {
+        "success_rate": 0.125,
+        "pass_at_1": 0.125,
+        "task_reward": 0.125,
+        "kl": 0.0,
+        "objective": 0.125,
+        "n": 8.0,
+    }
     assert points[4][2]["success_rate"] == 0.5 and points[5][2]["kl"] == 4
 
 
@@ -34,8 +54,17 @@ def test_a_run_killed_before_its_first_iteration_has_only_the_base_point(tmp_pat
 
 
 def test_samples_render_question_gold_and_each_role_answer(tmp_path):
-    sample = {"iteration": 3, "question": 0, "role": "observer", "agent": "agent1", "prompt": "2+2?", "gold": "4",
-              "answer": "It is 4", "correct": True, "task_reward": 1.0}
+    sample = {
+        "iteration": 3,
+        "question": 0,
+        "role": "observer",
+        "agent": "agent1",
+        "prompt": "2+2?",
+        "gold": "4",
+        "answer": "It is 4",
+        "correct": True,
+        "task_reward": 1.0,
+    }
     (tmp_path / "samples.jsonl").write_text(json.dumps(sample) + "\n")
     text = render_samples(tmp_path / "samples.jsonl")
     assert "iteration 3, question 0: observer (agent1), correct" in text and "It is 4" in text and "**Gold.** 4" in text

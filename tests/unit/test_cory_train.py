@@ -1,5 +1,6 @@
 """The CORY component end to end on the tiny model: files written, the policy moves, a killed run
 resumes at the right iteration without duplicated rows, another config starts afresh."""
+
 import json
 
 import pytest
@@ -24,8 +25,15 @@ def test_one_ppo_iteration_moves_the_policy_and_writes_the_files(tiny_model_dir,
     cfg = tiny_config(tiny_model_dir, tmp_path, algo="ppo", save_merged=True)
     result = run(cfg)
     out = cfg.out_dir
-    for name in ("iterations.jsonl", "samples.jsonl", "metrics.json", "eval_initial.json", "checkpoint/state.pt",
-                 "adapters/agent0/adapter_config.json", "agents/agent0/config.json"):
+    for name in (
+        "iterations.jsonl",
+        "samples.jsonl",
+        "metrics.json",
+        "eval_initial.json",
+        "checkpoint/state.pt",
+        "adapters/agent0/adapter_config.json",
+        "agents/agent0/config.json",
+    ):
         assert (out / name).exists(), name
     [row] = rows_of(out)
     assert row["iteration"] == 1 and row["roles"] == {"policy": "agent0"}
@@ -34,8 +42,11 @@ def test_one_ppo_iteration_moves_the_policy_and_writes_the_files(tiny_model_dir,
     for key in ("pass_at_1", "reward", "kl", "kl_sampled", "objective"):
         assert f"eval/agent0/{key}" in row
     assert row["eval/agent0/kl"] > 0  # the agent moved away from pi_0
-    lora_b = [v for k, v in torch.load(out / state.CHECKPOINT, weights_only=False)["agents"]["agent0"]["adapter"]
-              .items() if "lora_B" in k]
+    lora_b = [
+        v
+        for k, v in torch.load(out / state.CHECKPOINT, weights_only=False)["agents"]["agent0"]["adapter"].items()
+        if "lora_B" in k
+    ]
     assert any(v.abs().sum() > 0 for v in lora_b)  # B starts at zero
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics == result.metrics and metrics["iterations"] == 1

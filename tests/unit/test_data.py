@@ -1,11 +1,12 @@
 """Task validation, record files, the split, and resumable reading."""
+
 import json
 
 import pytest
 
+from components.data.records import RecordError, Trajectory, read_resumable, write_jsonl
 from components.data.split import Split, in_eval, select
 from components.data.tasks import load_backend_tasks
-from components.data.records import RecordError, Trajectory, read_resumable, write_jsonl
 from tests.factories import make_task, make_trajectory
 
 
@@ -24,12 +25,15 @@ def test_valid_tasks_load_with_stable_ids(tmp_path):
     assert tasks[0].task_id == make_task("a").task_id
 
 
-@pytest.mark.parametrize("mutate, field", [
-    (lambda r: r.pop("ground_truth"), "ground_truth"),
-    (lambda r: r.update(test_cases="f(1)"), "test_cases"),
-    (lambda r: r.update(test_cases={"test1": "  "}), "test_cases"),
-    (lambda r: r.update(problem_description=""), "problem_description"),
-])
+@pytest.mark.parametrize(
+    "mutate, field",
+    [
+        (lambda r: r.pop("ground_truth"), "ground_truth"),
+        (lambda r: r.update(test_cases="f(1)"), "test_cases"),
+        (lambda r: r.update(test_cases={"test1": "  "}), "test_cases"),
+        (lambda r: r.update(problem_description=""), "problem_description"),
+    ],
+)
 def test_bad_row_names_file_line_and_field(tmp_path, mutate, field):
     bad = good_row()
     mutate(bad)

@@ -15,6 +15,7 @@ and summation run for real on the same per-token values our side reduces with
 `per_turn_logprobs`. If TRL renames one of these attributes the test fails loudly
 (AttributeError), which is the signal to re-read `inspect.getsource(DPOTrainer._compute_loss)`.
 """
+
 from collections import defaultdict
 from types import SimpleNamespace
 
@@ -55,8 +56,9 @@ class _FusedHeadStub:
         assert fused_lm_head
         keep = labels[:, 1:] != -100  # the real head zeroes every per-token field there
         zeros = torch.zeros_like(self.token_logps)
-        return SimpleNamespace(log_probs=self.token_logps * keep, entropy=zeros, mean_logits=zeros,
-                               is_top1=keep, aux_loss=None)
+        return SimpleNamespace(
+            log_probs=self.token_logps * keep, entropy=zeros, mean_logits=zeros, is_top1=keep, aux_loss=None
+        )
 
 
 def _trl_dpo(model, inputs, beta):
@@ -64,11 +66,19 @@ def _trl_dpo(model, inputs, beta):
     trainer = object.__new__(dpo_trainer.DPOTrainer)
     identity = lambda x: x  # noqa: E731 - single process: gathering is the identity
     trainer.__dict__.update(
-        model=model, accelerator=SimpleNamespace(device=torch.device("cpu"), gather=identity,
-                                                 gather_for_metrics=identity),
-        beta=beta, loss_types=["sigmoid"], loss_weights=[1.0], f_divergence_type="reverse_kl",
-        precompute_ref_logps=True, ld_alpha=None, use_weighting=False, aux_loss_enabled=False,
-        _metrics={"train": defaultdict(list), "eval": defaultdict(list)}, _total_train_tokens=0, _tp_size=1,
+        model=model,
+        accelerator=SimpleNamespace(device=torch.device("cpu"), gather=identity, gather_for_metrics=identity),
+        beta=beta,
+        loss_types=["sigmoid"],
+        loss_weights=[1.0],
+        f_divergence_type="reverse_kl",
+        precompute_ref_logps=True,
+        ld_alpha=None,
+        use_weighting=False,
+        aux_loss_enabled=False,
+        _metrics={"train": defaultdict(list), "eval": defaultdict(list)},
+        _total_train_tokens=0,
+        _tp_size=1,
     )
     loss = trainer._compute_loss(model, inputs, return_outputs=False)
     return loss, {k: v[-1] for k, v in trainer._metrics["train"].items()}
@@ -88,16 +98,24 @@ def test_dpo_loss_matches_trl(beta):
     input_ids, attention_mask, completion_mask, token_logps = _batch(gen)
     ref_chosen = -3.0 * torch.rand(PAIRS, generator=gen) * completion_mask[:PAIRS].sum(1)
     ref_rejected = -3.0 * torch.rand(PAIRS, generator=gen) * completion_mask[PAIRS:].sum(1)
-    inputs = dict(input_ids=input_ids, attention_mask=attention_mask, completion_mask=completion_mask,
-                  ref_chosen_logps=ref_chosen, ref_rejected_logps=ref_rejected)
+    inputs = dict(
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        completion_mask=completion_mask,
+        ref_chosen_logps=ref_chosen,
+        ref_rejected_logps=ref_rejected,
+    )
 
     trl_loss, metrics = _trl_dpo(_FusedHeadStub(token_logps), inputs, beta)
     losses, chosen_r, rejected_r = _ours(token_logps, completion_mask, ref_chosen, ref_rejected, beta)
 
     torch.testing.assert_close(trl_loss, losses.mean())
-    ours = {"rewards/chosen": chosen_r.mean(), "rewards/rejected": rejected_r.mean(),
-            "rewards/margins": (chosen_r - rejected_r).mean(),
-            "rewards/accuracies": (chosen_r > rejected_r).float().mean()}
+    ours = {
+        "rewards/chosen": chosen_r.mean(),
+        "rewards/rejected": rejected_r.mean(),
+        "rewards/margins": (chosen_r - rejected_r).mean(),
+        "rewards/accuracies": (chosen_r > rejected_r).float().mean(),
+    }
     for key, value in ours.items():
         assert metrics[key] == pytest.approx(value.item(), rel=1e-5, abs=1e-6), key
     assert 0.0 < metrics["rewards/accuracies"] < 1.0  # the data exercise both orderings

@@ -1,7 +1,8 @@
 """The batched episode driver on a scripted agent (real tokenizer, real simulators)."""
+
+from components.episodes.driver import EpisodeConfig, EpisodeDriver, EpisodeJob
 from components.episodes.protocol import ANSWER_MARKER
 from components.episodes.simulators import RetrievalSimulator
-from components.episodes.driver import EpisodeConfig, EpisodeDriver, EpisodeJob
 from tests.factories import make_task
 
 
@@ -31,7 +32,8 @@ def test_ask_then_answer_records_exact_tokens_and_dialogue(tokenizer, scripted):
         first, second = traj.turns
         # turn 2's prompt extends turn 1's prompt + sampled ids exactly (prefix-cache friendly)
         assert second.prompt_ids[: len(first.prompt_ids) + len(first.response_ids)] == (
-            first.prompt_ids + first.response_ids)
+            first.prompt_ids + first.response_ids
+        )
         assert len(first.response_logprobs) == len(first.response_ids)
         assert [m["role"] for m in traj.messages] == ["system", "user", "assistant", "user", "assistant"]
     assert driver.stats.prompt_reencoded == 0 and driver.stats.prompt_reuse == 2
@@ -70,8 +72,9 @@ def test_episode_seeds_do_not_depend_on_batch_company(tokenizer, scripted):
 
 
 def test_full_context_ends_the_episode(tokenizer, scripted):
-    driver, _, trajs = run(tokenizer, scripted, never_answer, [EpisodeJob(0, make_task(), 0)],
-                           max_tokens=200, max_model_len=400)
+    driver, _, trajs = run(
+        tokenizer, scripted, never_answer, [EpisodeJob(0, make_task(), 0)], max_tokens=200, max_model_len=400
+    )
     assert len(trajs[0].turns) < 10 and driver.stats.context_full == 1
 
 
@@ -79,5 +82,6 @@ def test_episodes_are_handed_over_as_they_finish(tokenizer, scripted):
     engine = scripted(tokenizer, ask_then_answer)
     seen = []
     EpisodeDriver(engine, RetrievalSimulator(), EpisodeConfig()).run(
-        [EpisodeJob(0, make_task(), 0)], on_done=seen.append, progress=False)
+        [EpisodeJob(0, make_task(), 0)], on_done=seen.append, progress=False
+    )
     assert len(seen) == 1 and seen[0].answered

@@ -1,4 +1,5 @@
 """OpenAIEngine against a tiny local OpenAI-compatible server (http.server on 127.0.0.1)."""
+
 from __future__ import annotations
 
 import json
@@ -53,9 +54,9 @@ class FakeServer(BaseHTTPRequestHandler):
         if self.path == "/v1/completions":
             ids = [100 + payload["seed"], 200 + len(payload["prompt"]), 2][: payload["max_tokens"]]
             choice = {
-                "index": 0, "text": "ignored-by-test",
-                "logprobs": {"tokens": [f"token_id:{i}" for i in ids],
-                             "token_logprobs": [-0.5] * len(ids)},
+                "index": 0,
+                "text": "ignored-by-test",
+                "logprobs": {"tokens": [f"token_id:{i}" for i in ids], "token_logprobs": [-0.5] * len(ids)},
                 "finish_reason": "stop" if ids[-1] == 2 else "length",
             }
             return self._send(200, {"choices": [choice]})

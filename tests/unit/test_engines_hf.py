@@ -1,4 +1,5 @@
 """HFEngine on a tiny random Llama (plumbing, seeds, shapes) and on the real default model (text)."""
+
 from __future__ import annotations
 
 import math
@@ -6,9 +7,8 @@ import math
 import pytest
 import torch
 
-from components.engines.base import Engine, SamplingConfig
+from components.engines.base import Engine, SamplingConfig, render_chat
 from components.engines.factory import EngineKind, make_engine, resolve_kind, split_openai_model
-from components.engines.base import render_chat
 from components.engines.hf_engine import HFEngine, sample_next
 
 SAMPLE = SamplingConfig(temperature=1.0, max_tokens=12, top_p=1.0)
@@ -88,8 +88,9 @@ def test_logprobs_match_an_unpadded_forward_pass(tiny):
 def test_top_p_keeps_only_the_nucleus():
     logits = torch.log(torch.tensor([[0.6, 0.3, 0.1]]))
     gens = [torch.Generator().manual_seed(s) for s in range(1)]
-    seen = {int(sample_next(logits, SamplingConfig(top_p=0.5), [torch.Generator().manual_seed(s)])[0])
-            for s in range(30)}
+    seen = {
+        int(sample_next(logits, SamplingConfig(top_p=0.5), [torch.Generator().manual_seed(s)])[0]) for s in range(30)
+    }
     assert seen == {0}
     ids, lps = sample_next(logits, SamplingConfig(temperature=0.0), gens)
     assert int(ids[0]) == 0 and abs(float(lps[0]) - math.log(0.6)) < 1e-6
@@ -99,10 +100,7 @@ def test_chat_renders_chatml(tiny):
     conv = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
     ids = render_chat(tiny.tokenizer, conv)
     text = tiny.tokenizer.decode(ids)
-    assert text == (
-        "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
-        "<|im_start|>assistant\n"
-    )
+    assert text == ("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n")
     sampling = SamplingConfig(temperature=1.0, max_tokens=4)
     outs = tiny.chat([conv, conv], sampling, [0, 0])
     assert outs[0].token_ids == outs[1].token_ids

@@ -1,4 +1,5 @@
 """Evaluation bookkeeping: which episodes remain after a crash, and when earlier episodes are reused."""
+
 import json
 
 from components.config.sections import DataConfig, EpisodeSection, EvalConfig

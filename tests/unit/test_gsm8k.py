@@ -1,73 +1,91 @@
 """GSM8K rows, gold answers, the last-number reward on tricky completions, and CORY's prompts."""
+
 import json
 from pathlib import Path
 
 import pytest
 
-from components.cory.gsm8k import GSM8KRow, extract_last_number, gold_answer, load_gsm8k, reward
-from components.cory.gsm8k import observer_prompt, pioneer_prompt, query_prompt
+from components.cory.gsm8k import (
+    GSM8KRow,
+    extract_last_number,
+    gold_answer,
+    load_gsm8k,
+    observer_prompt,
+    pioneer_prompt,
+    query_prompt,
+    reward,
+)
 from components.data.records import RecordError
 
 TEST_FILE = Path(__file__).resolve().parents[2] / "data" / "gsm8k" / "test.jsonl"
 
 
-@pytest.mark.parametrize("completion, gold", [
-    ("She makes 9 * 2 = $18 every day.\n#### 18", "18"),
-    ("The total is 1,234 apples.", "1234"),           # thousands commas in the completion
-    ("The total is 1234 apples.", "1,234"),           # ... and in the gold answer
-    ("It costs $1,080,000.", "1,080,000"),
-    ("The temperature drops to -5 degrees.", "-5"),
-    ("The temperature drops to \u22125 degrees.", "-5"),  # unicode minus
-    ("He lost -$7 overall.", "-7"),
-    ("The answer is 5.0", "5"),                       # decimals compare numerically
-    ("The answer is 5", "5.00"),
-    ("Each costs 0.50 dollars", ".5"),
-    ("Each costs .5 dollars", "0.50"),
-    ("So it weighs 18kg", "18"),                      # units glued to the number
-    ("So the answer is 18 dollars", "18"),
-    ("The discount is 18%", "18"),
-    ("The answer is 18.", "18"),                      # sentence-final period
-    ("The answer is 18.\n", "18"),
-    ("Answer: (18)!", "18"),
-    ("Answer: **18**", "18"),
-    ("3 + 4 = 7, then 7 * 2 = 14, so 14.", "14"),     # only the last number counts
-    ("12.5 + 0.25 = 12.75", "12.75"),
-    ("1,234.50 in total", "1234.5"),
-    ("10-5=5", "5"),
-])
+@pytest.mark.parametrize(
+    "completion, gold",
+    [
+        ("She makes 9 * 2 = $18 every day.\n#### 18", "18"),
+        ("The total is 1,234 apples.", "1234"),  # thousands commas in the completion
+        ("The total is 1234 apples.", "1,234"),  # ... and in the gold answer
+        ("It costs $1,080,000.", "1,080,000"),
+        ("The temperature drops to -5 degrees.", "-5"),
+        ("The temperature drops to \u22125 degrees.", "-5"),  # unicode minus
+        ("He lost -$7 overall.", "-7"),
+        ("The answer is 5.0", "5"),  # decimals compare numerically
+        ("The answer is 5", "5.00"),
+        ("Each costs 0.50 dollars", ".5"),
+        ("Each costs .5 dollars", "0.50"),
+        ("So it weighs 18kg", "18"),  # units glued to the number
+        ("So the answer is 18 dollars", "18"),
+        ("The discount is 18%", "18"),
+        ("The answer is 18.", "18"),  # sentence-final period
+        ("The answer is 18.\n", "18"),
+        ("Answer: (18)!", "18"),
+        ("Answer: **18**", "18"),
+        ("3 + 4 = 7, then 7 * 2 = 14, so 14.", "14"),  # only the last number counts
+        ("12.5 + 0.25 = 12.75", "12.75"),
+        ("1,234.50 in total", "1234.5"),
+        ("10-5=5", "5"),
+    ],
+)
 def test_reward_one_for_matching_last_number(completion, gold):
     assert reward(completion, gold) == 1.0
 
 
-@pytest.mark.parametrize("completion, gold", [
-    ("The answer is 18, not 20.", "18"),              # last number is 20
-    ("I think it is 18 or maybe 19", "18"),
-    ("There is no number here.", "18"),               # no number -> 0
-    ("", "18"),
-    ("The answer is 1.8", "18"),
-    ("The answer is 18.5", "18"),                     # a real decimal is not 18
-    ("The answer is 5", "-5"),                        # sign matters
-    ("Now 10-5", "-5"),                               # binary minus, not a sign
-    ("It was sold on 12.03.2024", "12.03"),           # date: the last number is 2024
-    ("1,2,3", "123"),                                 # a list, not thousands groups
-])
+@pytest.mark.parametrize(
+    "completion, gold",
+    [
+        ("The answer is 18, not 20.", "18"),  # last number is 20
+        ("I think it is 18 or maybe 19", "18"),
+        ("There is no number here.", "18"),  # no number -> 0
+        ("", "18"),
+        ("The answer is 1.8", "18"),
+        ("The answer is 18.5", "18"),  # a real decimal is not 18
+        ("The answer is 5", "-5"),  # sign matters
+        ("Now 10-5", "-5"),  # binary minus, not a sign
+        ("It was sold on 12.03.2024", "12.03"),  # date: the last number is 2024
+        ("1,2,3", "123"),  # a list, not thousands groups
+    ],
+)
 def test_reward_zero_otherwise(completion, gold):
     assert reward(completion, gold) == 0.0
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("1,234.50 kg", "1234.5"),
-    ("from 12.03.2024", "2024"),
-    ("version 1.2.3.", "3"),
-    ("x = \u22120.50", "-0.5"),
-    ("0.0", "0"),
-    ("-0", "0"),
-    ("100", "100"),
-    ("3/4", "4"),
-    ("nothing", None),
-    ("costs $18.", "18"),
-    ("I have 18.The rest", "18"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("1,234.50 kg", "1234.5"),
+        ("from 12.03.2024", "2024"),
+        ("version 1.2.3.", "3"),
+        ("x = \u22120.50", "-0.5"),
+        ("0.0", "0"),
+        ("-0", "0"),
+        ("100", "100"),
+        ("3/4", "4"),
+        ("nothing", None),
+        ("costs $18.", "18"),
+        ("I have 18.The rest", "18"),
+    ],
+)
 def test_extract_last_number_canonical(text, expected):
     assert extract_last_number(text) == expected
 
@@ -102,12 +120,15 @@ def test_load_gsm8k_reads_rows_and_limit(tmp_path):
         load_gsm8k(path, limit=-1)
 
 
-@pytest.mark.parametrize("bad, field", [
-    ({"question": "q?", "answer": "no gold marker"}, "answer"),
-    ({"question": "q?", "answer": "#### eighteen"}, "answer"),
-    ({"question": "", "answer": "#### 3"}, "question"),
-    ({"answer": "#### 3"}, "question"),
-])
+@pytest.mark.parametrize(
+    "bad, field",
+    [
+        ({"question": "q?", "answer": "no gold marker"}, "answer"),
+        ({"question": "q?", "answer": "#### eighteen"}, "answer"),
+        ({"question": "", "answer": "#### 3"}, "question"),
+        ({"answer": "#### 3"}, "question"),
+    ],
+)
 def test_load_gsm8k_names_file_line_and_field_of_a_bad_row(tmp_path, bad, field):
     good = {"question": "q?", "answer": "#### 1"}
     path = _write(tmp_path / "bad.jsonl", [good, bad])

@@ -1,4 +1,5 @@
 """Losses and log-prob reductions against hand-computed values and their defining properties."""
+
 import math
 
 import pytest
@@ -15,8 +16,7 @@ def t(*values):
 def test_dpo_loss_hand_computed():
     losses, chosen, rejected = dpo_loss(t(-1.0, -2.0), t(-3.0, -1.0), t(-2.0, -2.0), t(-2.0, -2.0), beta=0.1)
     # pair 0: logratios +1 and -1 -> margin 0.2; pair 1: 0 and +1 -> margin -0.1
-    assert losses.tolist() == pytest.approx([-math.log(1 / (1 + math.exp(-0.2))),
-                                             -math.log(1 / (1 + math.exp(0.1)))])
+    assert losses.tolist() == pytest.approx([-math.log(1 / (1 + math.exp(-0.2))), -math.log(1 / (1 + math.exp(0.1)))])
     assert chosen.tolist() == pytest.approx([0.1, 0.0]) and rejected.tolist() == pytest.approx([-0.1, 0.1])
 
 

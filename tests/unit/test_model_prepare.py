@@ -1,4 +1,5 @@
 """The prepared default model folder: loads, is ChatML with eos <|im_end|>, keeps rope_theta, talks."""
+
 from __future__ import annotations
 
 import json
@@ -47,11 +48,12 @@ def test_loads_and_answers_greedily(prepared_model_dir):
     assert 130e6 < sum(p.numel() for p in model.parameters()) < 140e6
     ids = tokenizer.apply_chat_template(
         [{"role": "user", "content": "What is the capital of France?"}],
-        add_generation_prompt=True, return_dict=False,
+        add_generation_prompt=True,
+        return_dict=False,
     )
     with torch.no_grad():
         out = model.generate(torch.tensor([ids]), max_new_tokens=20, do_sample=False)
-    answer = tokenizer.decode(out[0, len(ids):], skip_special_tokens=True)
+    answer = tokenizer.decode(out[0, len(ids) :], skip_special_tokens=True)
     assert "Paris" in answer
 
 

@@ -1,14 +1,13 @@
 """The pipeline's per-iteration parameters and generated dvc.yaml (flows.plan)."""
-from __future__ import annotations
 
-from pathlib import Path
+from __future__ import annotations
 
 import pytest
 import yaml
 
+from components.config.sections import ConfigError
 from components.stages.catalogue import STAGES, training_stages
 from flows import plan as pp
-from components.config.sections import ConfigError
 
 
 @pytest.fixture
@@ -29,8 +28,9 @@ def test_the_run_folder_names_the_run_and_hashes_its_parameters(plan, tmp_path):
 
 def test_iteration_k_starts_from_the_last_actor_with_its_own_folders_and_seeds(plan):
     base = plan.doc["train"]["model"]
-    zero, first, second = (pp.iteration_doc(plan, k, start) for k, start in
-                           [(0, base), (1, base), (2, str(plan.trained_actor(1)))])
+    zero, first, second = (
+        pp.iteration_doc(plan, k, start) for k, start in [(0, base), (1, base), (2, str(plan.trained_actor(1)))]
+    )
     assert zero["eval"]["model"] == base and zero["eval"]["out_dir"] == str(plan.run_dir / "iter-0" / "eval")
     assert first["rollouts"]["model"] == first["train"]["model"] == base
     assert second["rollouts"]["model"] == second["train"]["model"] == str(plan.run_dir / "iter-1/train/actor/model")
@@ -61,10 +61,13 @@ def test_generated_dvc_yaml_fills_paths_runs_from_the_root_and_tracks_the_iterat
     assert pp.write_iteration(plan, 1, plan.doc["train"]["model"]) == path and path.stat().st_mtime_ns == mtime
 
 
-@pytest.mark.parametrize("algo, stages, actor_input", [
-    ("mtdpo", ["rollouts", "train_pairs", "actor", "eval_actor"], "train/pairs/pairs.jsonl"),
-    ("rft", ["rollouts", "actor", "eval_actor"], "rollouts/trajectories.jsonl"),
-])
+@pytest.mark.parametrize(
+    "algo, stages, actor_input",
+    [
+        ("mtdpo", ["rollouts", "train_pairs", "actor", "eval_actor"], "train/pairs/pairs.jsonl"),
+        ("rft", ["rollouts", "actor", "eval_actor"], "rollouts/trajectories.jsonl"),
+    ],
+)
 def test_baselines_run_their_own_steps_and_train_on_their_own_input(plan, algo, stages, actor_input):
     other = pp.plan_run(algo, "smoke", ["rollouts.per_task=3"])
     generated = yaml.safe_load(pp.write_iteration(other, 1, "m").read_text())["stages"]

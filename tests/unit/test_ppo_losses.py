@@ -1,11 +1,19 @@
 """PPO pieces of CORY against hand-computed values and their defining properties."""
+
 import math
 
 import pytest
 import torch
 
-from components.cory.ppo_losses import gae, kl_penalized_rewards, last_token_index, masked_token_mean
-from components.cory.ppo_losses import policy_loss, value_loss, whiten
+from components.cory.ppo_losses import (
+    gae,
+    kl_penalized_rewards,
+    last_token_index,
+    masked_token_mean,
+    policy_loss,
+    value_loss,
+    whiten,
+)
 
 
 def t(*rows):
@@ -78,22 +86,24 @@ def test_whiten_masked_values_by_hand():
     x, mask = t([1.0, 2.0, 3.0, 100.0]), m([1, 1, 1, 0])
     sd = math.sqrt(2 / 3)  # population variance of 1, 2, 3
     assert whiten(x, mask)[0].tolist() == pytest.approx([-1 / sd, 0.0, 1 / sd, 0.0], rel=1e-5)
-    assert whiten(x, mask, shift_mean=False)[0].tolist() == pytest.approx(
-        [2 - 1 / sd, 2.0, 2 + 1 / sd, 0.0], rel=1e-5)
+    assert whiten(x, mask, shift_mean=False)[0].tolist() == pytest.approx([2 - 1 / sd, 2.0, 2 + 1 / sd, 0.0], rel=1e-5)
     out = whiten(torch.randn(3, 5) * 4 + 3, torch.ones(3, 5, dtype=torch.bool))
     assert out.mean().item() == pytest.approx(0.0, abs=1e-5)
     assert out.pow(2).mean().item() == pytest.approx(1.0, rel=1e-4)
 
 
 # (log ratio, advantage) -> (loss, d loss / d logprob, clipped?) for clip = 0.2, one token
-@pytest.mark.parametrize("ratio, adv, loss, grad, clipped", [
-    (1.5, 1.0, -1.2, 0.0, True),     # above 1+clip with A > 0: clipped, no gradient
-    (0.5, -1.0, 0.8, 0.0, True),     # below 1-clip with A < 0: clipped, no gradient
-    (0.5, 1.0, -0.5, -0.5, False),   # below 1-clip with A > 0: pessimistic unclipped term
-    (1.5, -1.0, 1.5, 1.5, False),    # above 1+clip with A < 0: pessimistic unclipped term
-    (1.1, 2.0, -2.2, -2.2, False),   # inside the trust region: plain -A * ratio
-    (1.0, 2.0, -2.0, -2.0, False),
-])
+@pytest.mark.parametrize(
+    "ratio, adv, loss, grad, clipped",
+    [
+        (1.5, 1.0, -1.2, 0.0, True),  # above 1+clip with A > 0: clipped, no gradient
+        (0.5, -1.0, 0.8, 0.0, True),  # below 1-clip with A < 0: clipped, no gradient
+        (0.5, 1.0, -0.5, -0.5, False),  # below 1-clip with A > 0: pessimistic unclipped term
+        (1.5, -1.0, 1.5, 1.5, False),  # above 1+clip with A < 0: pessimistic unclipped term
+        (1.1, 2.0, -2.2, -2.2, False),  # inside the trust region: plain -A * ratio
+        (1.0, 2.0, -2.0, -2.0, False),
+    ],
+)
 def test_policy_loss_clipping(ratio, adv, loss, grad, clipped):
     logprobs = torch.tensor([[math.log(ratio) - 1.0]], requires_grad=True)
     out, clipfrac, approx_kl = policy_loss(logprobs, t([-1.0]), t([adv]), m([1]), clip=0.2)
@@ -116,11 +126,14 @@ def test_policy_loss_is_a_token_mean_over_the_batch():
     assert logprobs.grad[0, 2].item() == 0.0 and logprobs.grad[1, 1:].tolist() == [0.0, 0.0]
 
 
-@pytest.mark.parametrize("value, old, ret, loss, grad, clipped", [
-    (1.0, 0.5, 2.0, 0.5 * 1.69, 0.0, True),   # moved past old+0.2: clipped error (0.7-2)^2 larger
-    (1.0, 0.5, 0.0, 0.5 * 1.0, 1.0, False),   # unclipped error (1-0)^2 larger than (0.7-0)^2
-    (0.6, 0.5, 2.0, 0.5 * 1.96, -1.4, False), # inside the clip range: both errors equal
-])
+@pytest.mark.parametrize(
+    "value, old, ret, loss, grad, clipped",
+    [
+        (1.0, 0.5, 2.0, 0.5 * 1.69, 0.0, True),  # moved past old+0.2: clipped error (0.7-2)^2 larger
+        (1.0, 0.5, 0.0, 0.5 * 1.0, 1.0, False),  # unclipped error (1-0)^2 larger than (0.7-0)^2
+        (0.6, 0.5, 2.0, 0.5 * 1.96, -1.4, False),  # inside the clip range: both errors equal
+    ],
+)
 def test_value_loss_clipping(value, old, ret, loss, grad, clipped):
     values = torch.tensor([[value]], requires_grad=True)
     out, clipfrac = value_loss(values, t([old]), t([ret]), m([1]), clip=0.2)
@@ -154,13 +167,15 @@ def test_padding_does_not_change_any_result():
 
     short = everything(logp, old, ref, vals, old_vals, mask)
     garbage = [float("nan"), float("inf"), -float("inf"), 1e6, -7.0]
-    long = everything(*(padded(x, g) for x, g in zip((logp, old, ref, vals, old_vals), garbage)),
-                      torch.cat([mask, torch.zeros(b, pad, dtype=torch.bool)], dim=1))
-    for s, l in zip(short, long):
+    long = everything(
+        *(padded(x, g) for x, g in zip((logp, old, ref, vals, old_vals), garbage)),
+        torch.cat([mask, torch.zeros(b, pad, dtype=torch.bool)], dim=1),
+    )
+    for s, lg in zip(short, long):
         if s.dim() == 2:
-            assert torch.allclose(l[:, :n], s) and (l[:, n:] == 0).all()
+            assert torch.allclose(lg[:, :n], s) and (lg[:, n:] == 0).all()
         else:
-            assert torch.allclose(l, s)
+            assert torch.allclose(lg, s)
 
 
 def test_fully_masked_batch_gives_zero_not_nan():
@@ -182,5 +197,6 @@ def test_fully_masked_batch_gives_zero_not_nan():
 
 def test_kl_rewards_reject_a_task_reward_not_one_per_row():
     with pytest.raises(ValueError, match="one per row"):
-        kl_penalized_rewards(torch.tensor(1.0), torch.zeros(2, 3), torch.zeros(2, 3),
-                             torch.ones(2, 3, dtype=torch.bool), eta=0.1)
+        kl_penalized_rewards(
+            torch.tensor(1.0), torch.zeros(2, 3), torch.zeros(2, 3), torch.ones(2, 3, dtype=torch.bool), eta=0.1
+        )

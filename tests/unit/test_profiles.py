@@ -1,4 +1,5 @@
 """Run parameters: base params.yaml, then a profile's overlay, then -S overrides; validated as a whole."""
+
 from __future__ import annotations
 
 import pytest
@@ -6,8 +7,11 @@ import pytest
 from components.config.sections import ConfigError, read_params
 from flows.profiles import deep_merge, parse_override, resolve
 
-BASE = {"critic": {"beta": 0.1, "optim": {"lr": 1e-5, "epochs": 2}}, "rollouts": {"limit": 8},
-        "profiles": {"tiny": {"critic": {"optim": {"epochs": 1}}, "rollouts": {"limit": 2}}}}
+BASE = {
+    "critic": {"beta": 0.1, "optim": {"lr": 1e-5, "epochs": 2}},
+    "rollouts": {"limit": 8},
+    "profiles": {"tiny": {"critic": {"optim": {"epochs": 1}}, "rollouts": {"limit": 2}}},
+}
 
 
 def test_profile_then_overrides_deep_merge_in_order():
@@ -18,10 +22,16 @@ def test_profile_then_overrides_deep_merge_in_order():
     assert BASE["critic"]["optim"]["epochs"] == 2  # nothing mutated
 
 
-@pytest.mark.parametrize("text, message", [
-    ("critic.optim.lr", "section.key=value"), ("=3", "section.key=value"), ("lr=3", "section.key=value"),
-    ("critics.beta=1", "unknown section 'critics'"), ("critic.beta=[1", "not valid YAML"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("critic.optim.lr", "section.key=value"),
+        ("=3", "section.key=value"),
+        ("lr=3", "section.key=value"),
+        ("critics.beta=1", "unknown section 'critics'"),
+        ("critic.beta=[1", "not valid YAML"),
+    ],
+)
 def test_malformed_overrides_are_rejected(text, message):
     with pytest.raises(ConfigError, match=message):
         parse_override(text)

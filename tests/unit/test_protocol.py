@@ -1,5 +1,11 @@
-from components.episodes.protocol import (ANSWER_MARKER, agent_messages, cut_reply, final_answer, parse_action,
-                                      simulator_messages)
+from components.episodes.protocol import (
+    ANSWER_MARKER,
+    agent_messages,
+    cut_reply,
+    final_answer,
+    parse_action,
+    simulator_messages,
+)
 
 
 def test_answer_marker_at_start_is_an_answer():
@@ -42,4 +48,7 @@ def test_simulator_sees_hidden_information_and_roles_are_swapped():
     msgs = simulator_messages("Make f.", "SECRET = 42", [("What is x?", "x is 1."), ("And y?", None)])
     assert "SECRET = 42" in msgs[0]["content"] and "Make f." in msgs[0]["content"]
     assert [(m["role"], m["content"]) for m in msgs[1:]] == [
-        ("user", "What is x?"), ("assistant", "x is 1."), ("user", "And y?")]
+        ("user", "What is x?"),
+        ("assistant", "x is 1."),
+        ("user", "And y?"),
+    ]

@@ -1,4 +1,5 @@
 """The registry gate on a real MLflow sqlite store: candidate always, champion only when better."""
+
 from __future__ import annotations
 
 import pytest

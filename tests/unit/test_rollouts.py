@@ -1,5 +1,6 @@
 """Rollouts: K samples per task, resume without duplicates, reset on a new episode configuration,
 metrics, config validation and the command line (no model: a fake driver and a fake scorer)."""
+
 import json
 import time
 from pathlib import Path
@@ -8,13 +9,19 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from components.config.sections import (
+    ConfigError,
+    DataConfig,
+    EpisodeSection,
+    RolloutsConfig,
+    check_rollouts,
+    load_section,
+)
+from components.data.records import Trajectory, Turn, read_jsonl
 from components.episodes import play as evaluate
+from components.episodes.driver import DriverStats
 from components.stages import rollouts
 from flows.cli import app
-from components.config.sections import (ConfigError, DataConfig, EpisodeSection, RolloutsConfig, check_rollouts,
-                               load_section)
-from components.data.records import Trajectory, Turn, read_jsonl
-from components.episodes.driver import DriverStats
 from tests.factories import make_task, make_trajectory
 
 
@@ -36,8 +43,14 @@ class FakeDriver:
         for n, job in enumerate(jobs):
             if n == self.crash_after:
                 raise RuntimeError("simulated crash")
-            traj = make_trajectory(job.task_index, job.run_seed, task_id=job.task.task_id, sample=job.sample,
-                                   seed=job.seed, turns=[Turn(index=0, action="a", response_ids=[1, 2])])
+            traj = make_trajectory(
+                job.task_index,
+                job.run_seed,
+                task_id=job.task.task_id,
+                sample=job.sample,
+                seed=job.seed,
+                turns=[Turn(index=0, action="a", response_ids=[1, 2])],
+            )
             on_done(traj)
             out.append(traj)
         return out
@@ -45,10 +58,14 @@ class FakeDriver:
 
 def fake_score(tasks, trajs):
     """Sample 0 of task 0 succeeds, everything else scores 0.5 or 0."""
+
     def score(t):
         return 1.0 if (t.task_index, t.sample) == (0, 0) else 0.5 * (t.task_index == 1)
-    return [t.model_copy(update={"score": score(t), "success": score(t) == 1.0, "passed": int(10 * score(t)),
-                                 "total": 10}) for t in trajs]
+
+    return [
+        t.model_copy(update={"score": score(t), "success": score(t) == 1.0, "passed": int(10 * score(t)), "total": 10})
+        for t in trajs
+    ]
 
 
 @pytest.fixture
@@ -116,15 +133,18 @@ def test_metrics_and_files(setup):
     assert not (out / "trajectories.jsonl.tmp").exists()
 
 
-@pytest.mark.parametrize("text, message", [
-    ("rollouts:\n  per_task: 0\n", "rollouts.per_task"),
-    ("rollouts:\n  limit: 0\n", "rollouts.limit"),
-    ("rollouts:\n  seed: x\n", "rollouts.seed"),
-    ("rollouts:\n  split: test\n", "rollouts.split"),
-    ("rollouts:\n  engine: tpu\n", "rollouts.engine"),
-    ("rollouts:\n  simulator: retrieval\n  simulator_model: http://x\n", "simulator_model is only used"),
-    ("rollouts:\n  seeds: [1]\n", "rollouts.seeds"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("rollouts:\n  per_task: 0\n", "rollouts.per_task"),
+        ("rollouts:\n  limit: 0\n", "rollouts.limit"),
+        ("rollouts:\n  seed: x\n", "rollouts.seed"),
+        ("rollouts:\n  split: test\n", "rollouts.split"),
+        ("rollouts:\n  engine: tpu\n", "rollouts.engine"),
+        ("rollouts:\n  simulator: retrieval\n  simulator_model: http://x\n", "simulator_model is only used"),
+        ("rollouts:\n  seeds: [1]\n", "rollouts.seeds"),
+    ],
+)
 def test_bad_rollouts_params_are_rejected_with_the_field_named(tmp_path, text, message):
     path = tmp_path / "params.yaml"
     path.write_text(text)
@@ -152,8 +172,11 @@ def test_the_stage_reads_its_sections_from_the_params_file_it_is_given(tmp_path,
     monkeypatch.setenv("SWEETFLOW_PARAMS", str(params))
     monkeypatch.setattr("sys.argv", ["rollouts"])
     sections, _ = stage_cli("components.stages.rollouts")
-    assert sections["rollouts"].per_task == 2 and sections["episode"].max_turns == 2 and set(sections) == {
-        "data", "episode", "rollouts"}
+    assert (
+        sections["rollouts"].per_task == 2
+        and sections["episode"].max_turns == 2
+        and set(sections) == {"data", "episode", "rollouts"}
+    )
     params.write_text(yaml.safe_dump({"rollouts": {"per_task": 0}}))
     with pytest.raises(SystemExit, match="rollouts.per_task"):
         stage_cli("components.stages.rollouts")
@@ -184,8 +207,18 @@ def test_a_failed_stage_names_itself_and_its_log(tmp_path, monkeypatch):
     from tests.conftest import git_dvc_init
 
     monkeypatch.chdir(git_dvc_init(tmp_path))
-    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"broken": {
-        "cmd": "python -c \"import sys; print('chatter'); sys.exit('boom')\"", "outs": ["never.txt"]}}}))
+    (tmp_path / "dvc.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "stages": {
+                    "broken": {
+                        "cmd": "python -c \"import sys; print('chatter'); sys.exit('boom')\"",
+                        "outs": ["never.txt"],
+                    }
+                }
+            }
+        )
+    )
     with pytest.raises(RuntimeError, match=r"stage dvc.yaml:broken failed .*logs/broken.log"):
         dvc_repro(Path("dvc.yaml"), "broken")
     assert "boom" in (tmp_path / "logs" / "broken.log").read_text()

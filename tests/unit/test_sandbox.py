@@ -1,6 +1,7 @@
 """The sandbox against hostile programs: each one must fail harmlessly, and the scorer must
 survive it and still score a good answer afterwards. Runs the programs through the sandbox
 directly (no banned-substring filter), so every confinement layer is exercised."""
+
 from __future__ import annotations
 
 import os
@@ -66,8 +67,10 @@ def test_infinite_loop_times_out_per_call(pool):
 
 
 def test_loop_that_swallows_the_timeout_is_still_stopped(pool):
-    code = ("def f():\n    while True:\n        try:\n            while True:\n                pass\n"
-            "        except BaseException:\n            pass\n")
+    code = (
+        "def f():\n    while True:\n        try:\n            while True:\n                pass\n"
+        "        except BaseException:\n            pass\n"
+    )
     run, elapsed = _hostile(pool, code, ["f()", "f()"])
     assert run.outputs == [None, None] and elapsed < 8
 
@@ -80,10 +83,12 @@ def test_memory_bomb(pool):
 
 
 def test_fork_bomb_and_subprocess(pool):
-    code = ("import os, subprocess\n"
-            "def f():\n    while True:\n        os.fork()\n"
-            "def g():\n    return subprocess.run(['/bin/true']).returncode\n"
-            "def h():\n    return os.system('true')\n")
+    code = (
+        "import os, subprocess\n"
+        "def f():\n    while True:\n        os.fork()\n"
+        "def g():\n    return subprocess.run(['/bin/true']).returncode\n"
+        "def h():\n    return os.system('true')\n"
+    )
     run, _ = _hostile(pool, code, ["f()", "g()", "h()"])
     assert run.outputs[:2] == [None, None]
     assert run.outputs[2] != 0  # system() could not fork
@@ -103,10 +108,11 @@ def test_writes_outside_the_jail_do_not_land(pool, tmp_path):
     open_dir.mkdir()
     os.chmod(tmp_path, 0o755)
     os.chmod(open_dir, 0o777)  # only the jail, not permissions, keeps the write out
-    targets = [f"/tmp/sweetflow_x_{tag}", str(REPO_DATA / f"pwned_{tag}"), str(open_dir / "x"),
-               f"/dev/shm/x_{tag}"]
-    code = ("def w(p):\n    try:\n        with open(p, 'w') as fh:\n            fh.write('pwned')\n"
-            "        return 'written'\n    except Exception as e:\n        return type(e).__name__\n")
+    targets = [f"/tmp/sweetflow_x_{tag}", str(REPO_DATA / f"pwned_{tag}"), str(open_dir / "x"), f"/dev/shm/x_{tag}"]
+    code = (
+        "def w(p):\n    try:\n        with open(p, 'w') as fh:\n            fh.write('pwned')\n"
+        "        return 'written'\n    except Exception as e:\n        return type(e).__name__\n"
+    )
     run, _ = _hostile(pool, code, [f"w({t!r})" for t in targets] + ["w('local.txt')"])
     for target in targets:
         assert not os.path.exists(target), target
@@ -126,8 +132,10 @@ def test_network_is_unreachable(pool):
     listener.listen(1)
     listener.settimeout(0.5)
     port = listener.getsockname()[1]
-    code = ("import socket\ndef f(port):\n    s = socket.create_connection(('127.0.0.1', port), 0.5)\n"
-            "    s.sendall(b'leak')\n    return 'connected'\n")
+    code = (
+        "import socket\ndef f(port):\n    s = socket.create_connection(('127.0.0.1', port), 0.5)\n"
+        "    s.sendall(b'leak')\n    return 'connected'\n"
+    )
     try:
         run, _ = _hostile(pool, code, [f"f({port})"])
         with pytest.raises(socket.timeout):
@@ -138,17 +146,23 @@ def test_network_is_unreachable(pool):
 
 
 def test_exit_calls(pool):
-    code = ("import os, sys\ndef a():\n    sys.exit(3)\ndef b():\n    raise SystemExit\n"
-            "def c():\n    os._exit(0)\n")
+    code = "import os, sys\ndef a():\n    sys.exit(3)\ndef b():\n    raise SystemExit\ndef c():\n    os._exit(0)\n"
     run, _ = _hostile(pool, code, ["a()", "b()", "1", "c()", "2"])
     assert run.outputs == [None, None, 1, None, None]
     assert "SystemExit" in run.errors[0] and run.errors[3] is None
     assert run.exit and "exit status 0" in run.exit
 
 
-@pytest.mark.parametrize("attack", [
-    "os.kill(os.getppid(), 9)", "os.killpg(os.getpgid(os.getppid()), 9)", "os.kill(-1, 9)",
-    "os.kill(1, 15)", "os.setpgid(0, os.getppid())"])
+@pytest.mark.parametrize(
+    "attack",
+    [
+        "os.kill(os.getppid(), 9)",
+        "os.killpg(os.getpgid(os.getppid()), 9)",
+        "os.kill(-1, 9)",
+        "os.kill(1, 15)",
+        "os.setpgid(0, os.getppid())",
+    ],
+)
 def test_cannot_signal_the_scorer(pool, attack):
     code = f"import os\ndef f():\n    {attack}\n    return 'sent'\n"
     run, _ = _hostile(pool, code, ["f()"])
@@ -156,8 +170,10 @@ def test_cannot_signal_the_scorer(pool, attack):
 
 
 def test_huge_outputs(pool):
-    code = ("def p():\n    for _ in range(10**6):\n        print('x' * 1000)\n    return 1\n"
-            "def big():\n    return 'x' * 50_000_000\n")
+    code = (
+        "def p():\n    for _ in range(10**6):\n        print('x' * 1000)\n    return 1\n"
+        "def big():\n    return 'x' * 50_000_000\n"
+    )
     run, _ = _hostile(pool, code, ["p()", "big()"])
     assert run.outputs[1] == {"t": "x", "v": "output too large"}
 
@@ -169,26 +185,29 @@ def test_flooding_the_result_pipe(pool):
 
 
 def test_deep_recursion(pool):
-    code = ("import sys\ndef f(n):\n    return f(n + 1)\n"
-            "def g():\n    sys.setrecursionlimit(10**7)\n    return f(0)\n")
+    code = "import sys\ndef f(n):\n    return f(n + 1)\ndef g():\n    sys.setrecursionlimit(10**7)\n    return f(0)\n"
     run, _ = _hostile(pool, code, ["f(0)", "g()"])
     assert run.outputs == [None, None] and "RecursionError" in run.errors[0]
 
 
 def test_import_tricks_are_contained(pool):
     tag = secrets.token_hex(6)
-    code = (f"def f():\n    return __import__('o' + 's').system('touch /tmp/trick_{tag}')\n"
-            "def g():\n    import importlib\n"
-            f"    return importlib.import_module('sub' + 'process').call(['touch', '/tmp/trick2_{tag}'])\n"
-            "def h():\n    import importlib\n    return importlib.import_module('shutil').which('sh')\n")
+    code = (
+        f"def f():\n    return __import__('o' + 's').system('touch /tmp/trick_{tag}')\n"
+        "def g():\n    import importlib\n"
+        f"    return importlib.import_module('sub' + 'process').call(['touch', '/tmp/trick2_{tag}'])\n"
+        "def h():\n    import importlib\n    return importlib.import_module('shutil').which('sh')\n"
+    )
     run, _ = _hostile(pool, code, ["f()", "g()", "h()"])
     assert not os.path.exists(f"/tmp/trick_{tag}") and not os.path.exists(f"/tmp/trick2_{tag}")
     assert run.outputs[1:] == [None, None]
 
 
 def test_environment_is_empty(pool):
-    code = ("def f():\n    return dict(__import__('os').environ)\n"
-            "def g():\n    return open('/proc/self/environ', 'rb').read()\n")
+    code = (
+        "def f():\n    return dict(__import__('os').environ)\n"
+        "def g():\n    return open('/proc/self/environ', 'rb').read()\n"
+    )
     run, _ = _hostile(pool, code, ["f()", "g()"])
     assert run.outputs[0] == {"t": "dict", "v": []}
     if ROOT:
@@ -202,9 +221,11 @@ def test_only_the_result_pipe_is_open_even_for_high_inherited_fds():
     try:
         with SandboxPool(workers=1) as high:
             assert min(high._all[0].jobs_w, high._all[0].results_r) > 64
-            code = ("import os\ndef f():\n    out = []\n    for fd in range(4096):\n        try:\n"
-                    "            os.fstat(fd)\n            out.append(fd)\n        except OSError:\n"
-                    "            pass\n    return out\n")
+            code = (
+                "import os\ndef f():\n    out = []\n    for fd in range(4096):\n        try:\n"
+                "            os.fstat(fd)\n            out.append(fd)\n        except OSError:\n"
+                "            pass\n    return out\n"
+            )
             run = high.run(code, ["f()"])
     finally:
         for fd in junk:
@@ -213,10 +234,12 @@ def test_only_the_result_pipe_is_open_even_for_high_inherited_fds():
 
 
 def test_forged_done_then_spin_does_not_hurt_the_next_candidate(pool):
-    code = ("import os, sys\nframe = sys._getframe()\nwhile 'nonce' not in frame.f_locals:\n"
-            "    frame = frame.f_back\n"
-            "os.write(3, ('{\"k\":\"done\",\"n\":\"%s\"}\\n' % frame.f_locals['nonce']).encode())\n"
-            "while True:\n    pass\n")
+    code = (
+        "import os, sys\nframe = sys._getframe()\nwhile 'nonce' not in frame.f_locals:\n"
+        "    frame = frame.f_back\n"
+        'os.write(3, (\'{"k":"done","n":"%s"}\\n\' % frame.f_locals[\'nonce\']).encode())\n'
+        "while True:\n    pass\n"
+    )
     pids = _server_pids(pool)
     run = pool.run(code, ["1"])
     assert run.outputs == [None]
@@ -236,17 +259,19 @@ def test_a_dead_server_is_replaced(pool):
 
 
 def test_always_equal_object_cannot_pass(tmp_path):
-    task = BackendTask(problem_description="add", ground_truth=GOOD, hidden_information=GOOD,
-                       test_cases={"test1": "add(1, 2)", "test2": "add(2, 2)"})
+    task = BackendTask(
+        problem_description="add",
+        ground_truth=GOOD,
+        hidden_information=GOOD,
+        test_cases={"test1": "add(1, 2)", "test2": "add(2, 2)"},
+    )
     liars = [
         "class A:\n    def __eq__(self, o):\n        return True\n    __hash__ = None\n"
         "def add(a, b):\n    return A()\n",
-        "class S(int):\n    def __eq__(self, o):\n        return True\n"
-        "def add(a, b):\n    return S(0)\n",
+        "class S(int):\n    def __eq__(self, o):\n        return True\ndef add(a, b):\n    return S(0)\n",
         "class L(list):\n    def __eq__(self, o):\n        return True\n"
         "    def __iter__(self):\n        return iter([a + b])\n"
         "def add(a, b):\n    return L()\n",
     ]
-    results = score_answers([task], [(0, code) for code in liars] + [(0, GOOD)], workers=1,
-                            cache_dir=tmp_path)
+    results = score_answers([task], [(0, code) for code in liars] + [(0, GOOD)], workers=1, cache_dir=tmp_path)
     assert [r.passed for r in results] == [0, 0, 0, 2]

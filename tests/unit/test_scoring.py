@@ -1,4 +1,5 @@
 """Scoring rules, output comparison, the score_files contract and the reference cache."""
+
 from __future__ import annotations
 
 import json
@@ -21,9 +22,12 @@ REF = "def f(x):\n    if x < 0:\n        return None\n    if x == 99:\n        r
 
 
 def _task(code: str = REF, calls=("f(1)", "f(2)", "f(3)", "f(-1)")) -> BackendTask:
-    return BackendTask(problem_description="double it. The signature of the function is: def f(x)",
-                       ground_truth=code, hidden_information=code,
-                       test_cases={f"test{i + 1}": c for i, c in enumerate(calls)})
+    return BackendTask(
+        problem_description="double it. The signature of the function is: def f(x)",
+        ground_truth=code,
+        hidden_information=code,
+        test_cases={f"test{i + 1}": c for i, c in enumerate(calls)},
+    )
 
 
 # --- rules ----------------------------------------------------------------------------------
@@ -46,19 +50,44 @@ def test_banned_substrings_score_zero(word):
 def test_banned_and_empty_answers_are_not_run(tmp_path, monkeypatch):
     def boom(*args, **kwargs):
         raise AssertionError("must not start a sandbox")
+
     monkeypatch.setattr(backend, "SandboxPool", boom)
-    results = score_answers([_task()], [(0, "import sys\ndef f(x):\n    return 2 * x"), (0, "  "),
-                                        (3, "def f(x): pass")], cache_dir=tmp_path)
+    results = score_answers(
+        [_task()],
+        [(0, "import sys\ndef f(x):\n    return 2 * x"), (0, "  "), (3, "def f(x): pass")],
+        cache_dir=tmp_path,
+    )
     assert [r.score for r in results] == [0.0, 0.0, 0.0]
     assert "banned" in results[0].error and results[1].error == "empty answer"
     assert "out of range" in results[2].error and results[0].total == 4
 
 
 # --- wire format and equality ---------------------------------------------------------------
-@pytest.mark.parametrize("value", [
-    None, True, 0, -5, 2**100, 1.5, "s", [1, [2, (3,)]], (1, "a"), {"k": [1]}, {(1, 2): {3}},
-    {1, 2}, frozenset({"a"}), b"\x00\xff", bytearray(b"ab"), 1 + 2j, range(1, 9, 2),
-    float("inf"), [], ()])
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        True,
+        0,
+        -5,
+        2**100,
+        1.5,
+        "s",
+        [1, [2, (3,)]],
+        (1, "a"),
+        {"k": [1]},
+        {(1, 2): {3}},
+        {1, 2},
+        frozenset({"a"}),
+        b"\x00\xff",
+        bytearray(b"ab"),
+        1 + 2j,
+        range(1, 9, 2),
+        float("inf"),
+        [],
+        (),
+    ],
+)
 def test_wire_roundtrip(value):
     decoded = from_wire(json.loads(json.dumps(to_wire(value))))
     assert decoded == value and type(decoded) in (type(value), frozenset, bytes)
@@ -97,8 +126,7 @@ def test_score_arithmetic_and_none_reference(tmp_path):
 
 def test_success_needs_every_test(tmp_path):
     task = _task(calls=("f(1)", "f(2)"))
-    results = score_answers([task], [(0, REF), (0, "def f(x):\n    return 2 if x == 1 else 0\n")],
-                            cache_dir=tmp_path)
+    results = score_answers([task], [(0, REF), (0, "def f(x):\n    return 2 if x == 1 else 0\n")], cache_dir=tmp_path)
     assert results[0].success and results[0].score == 1.0
     assert not results[1].success and math.isclose(results[1].score, 0.5)
 
@@ -116,8 +144,7 @@ def test_reference_outputs_are_cached(tmp_path, monkeypatch):
     assert len(list((tmp_path / "backend_refs").rglob("*.json"))) == 2
     runs = []
     original = SandboxPool.run
-    monkeypatch.setattr(SandboxPool, "run", lambda self, code, calls: runs.append(code)
-                        or original(self, code, calls))
+    monkeypatch.setattr(SandboxPool, "run", lambda self, code, calls: runs.append(code) or original(self, code, calls))
     second = score_answers(tasks, answers, cache_dir=tmp_path)
     assert len(runs) == 3  # the candidates only; both references came from the cache
     assert [r.passed for r in first] == [r.passed for r in second] == [3, 0, 0]
@@ -132,16 +159,20 @@ def test_timed_out_references_are_not_cached(tmp_path):
 # --- the score_files / CLI contract -----------------------------------------------------------
 def _write_files(tmp_path: Path) -> tuple[Path, Path]:
     tasks = tmp_path / "tasks.jsonl"
-    tasks.write_text("".join(_task(calls=c).model_dump_json() + "\n"
-                             for c in [("f(1)", "f(2)"), ("f(3)", "f(-1)")]))
+    tasks.write_text("".join(_task(calls=c).model_dump_json() + "\n" for c in [("f(1)", "f(2)"), ("f(3)", "f(-1)")]))
     answers = tmp_path / "answers.jsonl"
-    answers.write_text("\n".join([
-        json.dumps({"index": 0, "answer": "I WANT TO ANSWER:\n```python\n" + REF + "```"}),
-        "{not json",
-        json.dumps({"index": 1}),
-        json.dumps({"index": 7, "answer": REF}),
-        json.dumps({"index": 1, "answer": REF}),
-    ]) + "\n")
+    answers.write_text(
+        "\n".join(
+            [
+                json.dumps({"index": 0, "answer": "I WANT TO ANSWER:\n```python\n" + REF + "```"}),
+                "{not json",
+                json.dumps({"index": 1}),
+                json.dumps({"index": 7, "answer": REF}),
+                json.dumps({"index": 1, "answer": REF}),
+            ]
+        )
+        + "\n"
+    )
     return tasks, answers
 
 
@@ -163,10 +194,27 @@ def test_score_files_contract_with_malformed_rows(tmp_path, capsys):
 def test_module_cli(tmp_path):
     tasks, answers = _write_files(tmp_path)
     out = tmp_path / "scores.jsonl"
-    proc = subprocess.run([sys.executable, "-m", "components.scoring", "--tasks", str(tasks),
-                           "--answers", str(answers), "--out", str(out),
-                           "--cache-dir", str(tmp_path / "cache"), "--workers", "1"],
-                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "components.scoring",
+            "--tasks",
+            str(tasks),
+            "--answers",
+            str(answers),
+            "--out",
+            str(out),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--workers",
+            "1",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout.strip().splitlines()[-1])["n"] == 5
     assert len(out.read_text().splitlines()) == 5

@@ -1,11 +1,12 @@
 """Token sequences from stored ids, and the per-turn log-prob forward against a plain computation."""
+
 from __future__ import annotations
 
 import pytest
 import torch
 
-from components.lm.forward import reference_sums, turn_logprob_sums
 from components.data.records import Turn
+from components.lm.forward import reference_sums, turn_logprob_sums
 from components.lm.sequences import action_sequence, collate, dialogue_sequence, with_prefix
 from tests.factories import make_trajectory
 
@@ -53,8 +54,9 @@ def plain_turn_sums(model, seq):
     ids = torch.tensor([seq.ids])
     logps = torch.log_softmax(model(input_ids=ids).logits[0, :-1].float(), -1)
     token = logps.gather(-1, ids[0, 1:, None])[:, 0]
-    return [sum(token[t - 1].item() for t in range(1, len(seq.ids)) if seq.turn_index[t] == k)
-            for k in range(seq.num_turns)]
+    return [
+        sum(token[t - 1].item() for t in range(1, len(seq.ids)) if seq.turn_index[t] == k) for k in range(seq.num_turns)
+    ]
 
 
 def test_turn_logprob_sums_match_the_plain_computation_under_padding(toy):
@@ -86,8 +88,12 @@ def test_reference_sums_are_cached_and_keyed_by_model_and_content(toy, tmp_path)
 
 
 def test_reference_sums_of_actions_sharing_a_prompt_equal_the_batched_forward(toy, tmp_path):
-    seqs = [action_sequence([5, 6, 7], [8, 9]), action_sequence([5, 6, 7], [10]), action_sequence([4], [8, 9, 11]),
-            dialogue_sequence(make_trajectory(turns=[turn(0, [3, 4], [5]), turn(1, [3, 4, 5, 6], [7, 8])]))]
+    seqs = [
+        action_sequence([5, 6, 7], [8, 9]),
+        action_sequence([5, 6, 7], [10]),
+        action_sequence([4], [8, 9, 11]),
+        dialogue_sequence(make_trajectory(turns=[turn(0, [3, 4], [5]), turn(1, [3, 4, 5, 6], [7, 8])])),
+    ]
     got = reference_sums(toy, "toy", seqs, tmp_path / "ref.jsonl", pad_id=0, batch_size=2)
     with torch.no_grad():
         want = turn_logprob_sums(toy, collate(seqs, 0))

@@ -1,5 +1,6 @@
 """Local server supervision (flows/services.py) with real `python -m http.server` processes:
 start and health, clean stop of the whole process group, port-in-use, died, never-answered, Ctrl-C."""
+
 from __future__ import annotations
 
 import os
@@ -21,8 +22,12 @@ def free_port() -> int:
 
 
 def http_service(port: int, name: str = "web", prefix: list[str] | None = None) -> Service:
-    return Service(name=name, port=port, health_path="/",
-                   cmd=[*(prefix or []), sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"])
+    return Service(
+        name=name,
+        port=port,
+        health_path="/",
+        cmd=[*(prefix or []), sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+    )
 
 
 def pid_alive(pid: int) -> bool:
@@ -81,8 +86,11 @@ def test_port_in_use_is_a_clear_error_before_anything_starts(tmp_path):
 
 def test_a_service_that_dies_on_start_shows_its_last_log_lines_and_stops_the_others(tmp_path):
     ok_port = free_port()
-    dying = Service(name="dying", port=free_port(),
-                    cmd=[sys.executable, "-c", "import sys; print('boom: bad config', flush=True); sys.exit(3)"])
+    dying = Service(
+        name="dying",
+        port=free_port(),
+        cmd=[sys.executable, "-c", "import sys; print('boom: bad config', flush=True); sys.exit(3)"],
+    )
     with pytest.raises(ServiceError, match=r"(?s)dying exited with code 3.*boom: bad config"):
         with start_services([http_service(ok_port), dying], tmp_path, timeout=30):
             pass
@@ -91,8 +99,11 @@ def test_a_service_that_dies_on_start_shows_its_last_log_lines_and_stops_the_oth
 
 
 def test_a_service_that_never_answers_times_out_with_its_log(tmp_path):
-    silent = Service(name="silent", port=free_port(),
-                     cmd=[sys.executable, "-c", "import time; print('still booting', flush=True); time.sleep(60)"])
+    silent = Service(
+        name="silent",
+        port=free_port(),
+        cmd=[sys.executable, "-c", "import time; print('still booting', flush=True); time.sleep(60)"],
+    )
     start = time.monotonic()
     with pytest.raises(ServiceError, match=r"(?s)silent did not answer .* within 1 s.*still booting"):
         with start_services([silent], tmp_path, timeout=1):

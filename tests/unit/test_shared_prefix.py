@@ -1,4 +1,5 @@
 """Shared-prefix candidate scoring equals per-candidate full forwards and a hand computation."""
+
 import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
@@ -11,9 +12,16 @@ VOCAB = 300
 @pytest.fixture(scope="module")
 def model():
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-                         initializer_range=0.2)  # larger than the default 0.02: log-probs spread by
+    config = LlamaConfig(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        initializer_range=0.2,
+    )  # larger than the default 0.02: log-probs spread by
     # several nats and depend on context and position, so a mis-aligned cache shows far above 1e-4
     return LlamaForCausalLM(config).train()  # train mode on purpose: the scorers must switch to eval
 
@@ -65,8 +73,9 @@ def test_values_equal_manual_computation(model):
     model.train()
     logps = torch.log_softmax(logits, dim=-1)
     expected = torch.stack([logps[len(PREFIX) - 1 + j, tok] for j, tok in enumerate(cont)])
-    torch.testing.assert_close(continuation_logprobs(model, PREFIX, [cont], max_batch=1)[0], expected,
-                               atol=1e-4, rtol=0)
+    torch.testing.assert_close(
+        continuation_logprobs(model, PREFIX, [cont], max_batch=1)[0], expected, atol=1e-4, rtol=0
+    )
     torch.testing.assert_close(continuation_logprobs_naive(model, PREFIX, [cont])[0], expected, atol=1e-5, rtol=0)
 
 

@@ -1,8 +1,15 @@
 import pytest
 
 from components.engines.base import Generation
-from components.episodes.simulators import (DONT_KNOW, LLMSimulator, RetrievalSimulator, SimRequest, SimulatorKind,
-                                        make_simulator, words)
+from components.episodes.simulators import (
+    DONT_KNOW,
+    LLMSimulator,
+    RetrievalSimulator,
+    SimRequest,
+    SimulatorKind,
+    make_simulator,
+    words,
+)
 from tests.factories import make_task
 
 
@@ -48,8 +55,9 @@ def test_llm_simulator_batches_greedy_and_cuts_to_400():
     assert replies == ["y" * 400] * 2
     assert len(engine.calls) == 1 and engine.calls[0][1].temperature == 0.0
     conv = engine.calls[0][0][0]
-    assert conv[0]["role"] == "system" and "a + b" in conv[0]["content"] and conv[-1] == {"role": "user",
-                                                                                          "content": "q1"}
+    assert (
+        conv[0]["role"] == "system" and "a + b" in conv[0]["content"] and conv[-1] == {"role": "user", "content": "q1"}
+    )
 
 
 def test_llm_simulator_needs_an_engine():

@@ -1,4 +1,5 @@
 """The shared training loop: schedule, accumulation, checkpoints, exact resume; critic scores."""
+
 from __future__ import annotations
 
 import json
@@ -6,10 +7,10 @@ import json
 import pytest
 import torch
 
+from components.config.training import OptimConfig
 from components.lm.advantage import Normalize, trajectory_scores, turn_advantages
 from components.lm.forward import turn_logprob_sums
 from components.lm.sequences import action_sequence, collate
-from components.config.training import OptimConfig
 from components.training import checkpoint
 from components.training.loop import METRICS_FILE, resume_point, total_steps, train
 from components.training.models import load_trainable
@@ -28,8 +29,16 @@ def tokens(part):
 
 
 def optim(**over):
-    values = dict(lr=1e-2, epochs=2, batch_size=4, micro_batch_size=2, warmup_ratio=0.25, min_lr_ratio=0.1,
-                  checkpoint_every=2, keep_checkpoints=1)
+    values = dict(
+        lr=1e-2,
+        epochs=2,
+        batch_size=4,
+        micro_batch_size=2,
+        warmup_ratio=0.25,
+        min_lr_ratio=0.1,
+        checkpoint_every=2,
+        keep_checkpoints=1,
+    )
     return OptimConfig(**(values | over))
 
 
