@@ -23,11 +23,12 @@ does not fit the step's budget waits for the next step), which removes the crash
 per-request seeds. On GPU vLLM's defaults are kept (CUDA generators support offsets).
 The engine-level `seed` only seeds vLLM's global RNG (used by nothing here when every request
 carries a seed).
-Reproducibility measured here (bf16, prefix caching on): the same request with the same seed gives
-identical tokens when repeated, within one batch, and in a reversed batch of 32 long prompts;
-between a batch of 2 and a batch of 1, one 24-token sample in 9 flipped a late near-tie token
-(bf16 decode numerics depend on the batch shape). Exact replay therefore holds for the same
-batch make-up; across batch make-ups, samples agree up to rare late divergences.
+Reproducibility (README "Determinism"; tests/integration/test_engines_vllm.py): the same prompts,
+seeds and batch order under the same prefix-cache state give identical tokens. bf16 results change
+with the batch shape and with whether a prompt's last positions were prefilled cold or read from the
+prefix cache, so a near-tie token may flip: a reversed batch of 32 long prompts kept 28-32 of 32
+samples identical on fresh machines (13 of 32 with shifted seeds); a batch of 2 against a batch of 1
+flipped a late token in one 24-token sample in 9.
 
 CPU defaults (ENVIRONMENT.md): dtype bfloat16, VLLM_CPU_KVCACHE_SPACE=4 (GB; 2 GB holds 93k tokens:
 by turn 8 of 20 ColBench episodes the agent's histories (~60k tokens) and the LLM simulator's

