@@ -1,0 +1,1 @@
+"""sweetflow's steps as plain typed functions (no Prefect here); README "Architecture" maps the folders."""

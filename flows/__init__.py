@@ -1,0 +1,1 @@
+"""Orchestration: the CLI, run planning and the Prefect flows (wiring only)."""

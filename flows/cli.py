@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import os
@@ -144,6 +145,18 @@ def _seeds(seed: Optional[int], seeds: Optional[str]) -> Optional[list[int]]:
 
 
 OUT = {"out_dir": ("--out",)}
+
+
+def _task_option() -> inspect.Parameter:
+    from components.tasks.registry import TASKS
+
+    return extra_option(
+        "task",
+        Optional[str],
+        typer.Option(None, help=f"collaborative task: {' | '.join(TASKS)} [params.yaml task.name]"),
+    )
+
+
 SEED_OPTIONS = [
     extra_option("seed", Optional[int], typer.Option(None, help="run seed")),
     extra_option(
@@ -162,6 +175,7 @@ SEED_OPTIONS = [
     OUT,
     extra=[
         *SEED_OPTIONS,
+        _task_option(),
         extra_option(
             "register",
             bool,
@@ -174,16 +188,22 @@ SEED_OPTIONS = [
         ),
     ],
 )
-def evaluate(seed: Optional[int] = None, seeds: Optional[str] = None, register: bool = False, **options) -> None:
-    """Evaluate a model on ColBench backend tasks (a Prefect flow; logged to MLflow)."""
+def evaluate(
+    seed: Optional[int] = None,
+    seeds: Optional[str] = None,
+    task: Optional[str] = None,
+    register: bool = False,
+    **options,
+) -> None:
+    """Evaluate a model on a collaborative task (a Prefect flow; logged to MLflow)."""
     from flows.eval_flow import EvalParams, eval_flow, resolve, summary_table
 
     _setup()
-    params = EvalParams(**options, seeds=_seeds(seed, seeds), register_model=register)
-    cfg = _resolve_checked(resolve, params, "eval")
+    params = EvalParams(**options, seeds=_seeds(seed, seeds), task=task, register_model=register)
+    cfg, task = _resolve_checked(resolve, params, "eval")
     metrics = eval_flow(params)
     typer.echo(
-        f"\nevaluation of {cfg.model} ({cfg.simulator.value} simulator), outputs in {cfg.out_dir}, "
+        f"\nevaluation of {cfg.model} on {task} ({_simulator(cfg)} simulator), outputs in {cfg.out_dir}, "
         f"MLflow run {metrics['mlflow_run_id']}:\n{summary_table(metrics)}"
     )
     if register:
@@ -195,17 +215,17 @@ def evaluate(seed: Optional[int] = None, seeds: Optional[str] = None, register: 
 
 
 @app.command("rollouts")
-@cli_options(RolloutsConfig, "rollouts", (*EPISODE_FIELDS, "per_task", "seed"), OUT)
-def rollouts(**options) -> None:
+@cli_options(RolloutsConfig, "rollouts", (*EPISODE_FIELDS, "per_task", "seed"), OUT, extra=[_task_option()])
+def rollouts(task: Optional[str] = None, **options) -> None:
     """Sample K scored trajectories per task (SWEET-RL step 1; a Prefect flow logged to MLflow)."""
     from flows.rollouts_flow import RolloutsParams, resolve, rollouts_flow, summary_table
 
     _setup()
-    params = RolloutsParams(**options)
-    cfg = _resolve_checked(resolve, params, "rollouts")
+    params = RolloutsParams(**options, task=task)
+    cfg, task = _resolve_checked(resolve, params, "rollouts")
     metrics = rollouts_flow(params)
     typer.echo(
-        f"\nrollouts of {cfg.model} (K={cfg.per_task}, {cfg.simulator.value} simulator, split "
+        f"\nrollouts of {cfg.model} on {task} (K={cfg.per_task}, {_simulator(cfg)} simulator, split "
         f"{cfg.split.value}), trajectories in {cfg.out_dir / 'trajectories.jsonl'}, "
         f"MLflow run {metrics['mlflow_run_id']}:\n{summary_table(metrics)}"
     )
@@ -222,17 +242,18 @@ def rollouts(**options) -> None:
             "algo",
             Optional[Algo],
             typer.Option(None, help=f"{ActorConfig.model_fields['algo'].description} [params.yaml actor.algo]"),
-        )
+        ),
+        _task_option(),
     ],
 )
-def train(algo: Optional[Algo] = None, **options) -> None:
+def train(algo: Optional[Algo] = None, task: Optional[str] = None, **options) -> None:
     """Improve an actor from scored rollouts (a Prefect flow; each step tracked in MLflow)."""
     from components.config.sections import ConfigError
     from flows.steps import check_step_folder
     from flows.train_flow import TrainParams, check_inputs, resolve, train_flow
 
     _setup()
-    params = TrainParams(algo=algo, **options)
+    params = TrainParams(algo=algo, task=task, **options)
     try:
         doc = resolve(params)
         check_inputs(doc)
@@ -247,7 +268,7 @@ def train(algo: Optional[Algo] = None, **options) -> None:
 
 
 RUN_OPTIONS = cli_options(
-    PipelineParams, None, ("algo", "iterations", "profile", "overrides"), {"overrides": ("-S", "--set")}
+    PipelineParams, None, ("algo", "task", "iterations", "profile", "overrides"), {"overrides": ("-S", "--set")}
 )
 
 
@@ -275,7 +296,7 @@ def run(**options) -> None:
     if not Path(".dvc").is_dir():
         _fail(f"{Path.cwd()} is not a DVC project: run `sweetflow run` from the sweetflow checkout")
     typer.echo(
-        f"pipeline run {plan.run_dir} ({params.algo.value}, profile {params.profile}, "
+        f"pipeline run {plan.run_dir} ({params.algo.value} on {plan.task}, profile {params.profile}, "
         f"{iteration_count(params, plan)} iteration(s))"
     )
     result = pipeline_flow(params)
@@ -290,32 +311,45 @@ def params(**options) -> None:
     import yaml
 
     params_, plan = _pipeline_plan(options)
-    typer.echo(f"# sweetflow run --algo {params_.algo.value} --profile {params_.profile}: run folder {plan.run_dir}")
+    typer.echo(
+        f"# sweetflow run --algo {params_.algo.value} --task {plan.task} --profile {params_.profile}: "
+        f"run folder {plan.run_dir}"
+    )
     typer.echo(yaml.safe_dump(plan.doc, sort_keys=False).rstrip())
 
 
-def _resolve_checked(resolve: Callable[[Any], dict], params: Any, section: str) -> Any:
-    """The flow's resolved stage section, or a clear error (bad value, missing model or tasks file)."""
+def _resolve_checked(resolve: Callable[[Any], dict], params: Any, section: str) -> tuple[Any, str]:
+    """The flow's resolved stage section and task, or a clear error (bad value, missing model or tasks file)."""
     from components.config.schema import SECTIONS
     from components.config.sections import ConfigError
+    from components.tasks.registry import make_task
     from flows.steps import check_step_folder
 
     try:
         doc = resolve(params)
-        cfg, data = SECTIONS[section].model_validate(doc[section]), SECTIONS["data"].model_validate(doc["data"])
-        _check_inputs(cfg.model, data.tasks_file(cfg.split))
+        cfg = SECTIONS[section].model_validate(doc[section])
+        task = make_task(
+            doc["task"]["name"], {name: SECTIONS[name].model_validate(value) for name, value in doc.items()}
+        )
+        if not task.generator and not task.tasks_file(cfg.split).exists():
+            raise FileNotFoundError(
+                f"tasks file {task.tasks_file(cfg.split)} not found: run `sweetflow data pull` (or `--from-hub`) first"
+            )
+        _check_model(cfg.model)
         check_step_folder(Path(cfg.out_dir))
-    except (ConfigError, FileNotFoundError) as exc:
+    except (ConfigError, FileNotFoundError, ValueError) as exc:
         _fail(str(exc))
-    return cfg
+    return cfg, task.name
 
 
-def _check_inputs(model: str, tasks: Path) -> None:
-    """Fail before any heavy work when the model or the tasks file is missing."""
+def _simulator(cfg) -> str:
+    return cfg.simulator.value if cfg.simulator else "the task's offline"
+
+
+def _check_model(model: str) -> None:
+    """Fail before any heavy work when the model is missing."""
     from components.data.model_prepare import resolve_model
 
-    if not Path(tasks).exists():
-        raise FileNotFoundError(f"tasks file {tasks} not found: run `sweetflow data pull` (or `--from-hub`) first")
     resolve_model(model)
 
 
@@ -346,15 +380,26 @@ def compare(
     metric: Optional[list[str]] = typer.Option(
         None, "--metric", help="a further eval metric to show as a column and a plot panel (repeatable)"
     ),
+    task: Optional[str] = typer.Option(None, help="show one task only (colbench-backend, elicitation, gsm8k, ...)"),
 ) -> None:
-    """Table (and PNG plot) of evaluated iterations per pipeline run: algo, success, tests passed."""
+    """Table (and PNG plot) of evaluated iterations per pipeline run, one block per task: algo,
+    success rate, mean score with 95% intervals (tasks' numbers never share a column)."""
     from components.tracking import store as tracking
-    from components.tracking.compare import DEFAULT_EXPERIMENT, CompareError, eval_runs, format_table, plot
+    from components.tracking.compare import (
+        DEFAULT_EXPERIMENT,
+        CompareError,
+        UnknownTaskError,
+        eval_runs,
+        format_table,
+        plot,
+    )
 
     uri = tracking.configure()
     name = experiment or DEFAULT_EXPERIMENT
     try:
-        df = eval_runs(name, metrics=metric or ())
+        df = eval_runs(name, metrics=metric or (), task=task)
+    except UnknownTaskError as exc:
+        _fail(str(exc))
     except CompareError as exc:
         if experiment is not None:
             _fail(str(exc))

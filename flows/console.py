@@ -7,7 +7,8 @@ echoes to the console only
 
 - progress bars (tqdm's '\\r' updates): redrawn in place on a terminal, their final state elsewhere;
 - warnings and errors: lines with a WARNING/ERROR/CRITICAL level, `error:`, `...Warning:`,
-  `...Error:`, and whole tracebacks; a warning repeated word for word is shown once;
+  `...Error:`, and whole tracebacks; a warning repeated word for word, or from the same source line
+  of a library that names it (vLLM's `[utils.py:333]`, e.g. one line per weight loaded), is shown once;
 - the stage's result line: the JSON object a stage prints last (its metrics), in a compact form;
 - lines containing one of `show` (e.g. DVC's "didn't change, skipping").
 
@@ -57,6 +58,7 @@ _TRACEBACK = "Traceback (most recent call last)"
 _TB_GLUE = ("During handling of the above exception", "The above exception was the direct cause")
 _WORKER = re.compile(r"^\([^)]*pid=\d+\)\s?")  # vLLM's "(EngineCore_DP0 pid=123) " line prefix
 _STAMP = re.compile(r"\d{2,4}[-/]\d{2}[-/]\d{2,4}[ T]?|\d{2}:\d{2}:\d{2}(?:[.,]\d+)?")
+_SOURCE = re.compile(r"\[[\w./-]+\.py:\d+\]")  # vLLM's "[utils.py:333]": one warning per source line
 # a tqdm meter ("desc: 40%|####  | 2/5 [00:01<00:01, 2.0it/s]", or "desc: 7it [00:01, 5.1it/s]"), then
 # whatever the child logged onto the bar's line before its next '\r'
 _BAR = re.compile(r"^(.*?(?:\d+%\|[^|]*\|[^\[]*|\d+(?:\.\d+)?[kMG]?[A-Za-z/]* )\[[^\]]*\])(.*)$")
@@ -210,7 +212,8 @@ class _Console:
         loud = level.group(1) in _LOUD if level else bool(_ALERT.search(body))
         if not loud:
             return None
-        key = _STAMP.sub("", body).strip()
+        source = _SOURCE.search(body[:120])
+        key = source.group(0) if source else _STAMP.sub("", body).strip()
         if key in self.shown:
             self.repeats += 1
             return None

@@ -1,8 +1,9 @@
-"""Prefect flow: evaluate a model on ColBench backend tasks and track it in MLflow.
+"""Prefect flow: evaluate a model on a collaborative task (`--task`) and track it in MLflow.
 
-Wiring only, and the same path as `sweetflow run`: the resolved parameters (params.yaml's data,
-episode and eval sections with the flow parameters applied) are written to `<out_dir>/params.yaml`
-beside a generated `<out_dir>/dvc.yaml` holding the catalogue's evaluation stage; the stage runs as
+Wiring only, and the same path as `sweetflow run`: the resolved parameters (params.yaml's task,
+the task's, episode and eval sections with the flow parameters applied) are written to
+`<out_dir>/params.yaml` beside a generated `<out_dir>/dvc.yaml` holding the catalogue's evaluation
+stage (after the task's generator stage when its records are generated); the stage runs as
 `dvc repro` in its own process (vLLM's memory is returned when it ends; an unchanged re-run is
 skipped), and the one tracker (flows/tracking.py) logs params, metrics, outputs and sample
 dialogues. Runs on Prefect's ephemeral API: no server needed.
@@ -17,19 +18,25 @@ from pydantic import Field
 
 from components.config.sections import ConfigError, EvalConfig
 from components.tracking import store as tracking
-from flows.options import EPISODE_FIELDS, flow_params
+from flows.options import EPISODE_FIELDS, flow_params, task_field
 from flows.plan import ZERO_SHOT, write_stages
-from flows.steps import check_step_folder, dvc_repro, format_table, registry_gate, step_doc
+from flows.steps import (
+    check_step_folder,
+    dvc_repro,
+    format_table,
+    registry_gate,
+    stages_doc,
+    task_name,
+    with_generator,
+)
 from flows.tracking import track_stage
-
-SECTIONS = ("data", "episode", "eval")
-
 
 EvalParams = flow_params(
     "EvalParams",
     "Parameters of the eval flow; None keeps the params.yaml value (shown as a form in the UI).",
     EvalConfig,
     (*EPISODE_FIELDS, "seeds"),
+    task=task_field(),
     register_model=(
         bool,
         Field(
@@ -42,8 +49,11 @@ EvalParams = flow_params(
 
 
 def resolve(params: EvalParams) -> dict:
-    """The run's parameters (data, episode, eval); raises ConfigError on bad values."""
-    doc = step_doc(SECTIONS, {"eval": params.model_dump(exclude={"register_model"})})
+    """The run's parameters (task, the task's sections, episode, eval); raises ConfigError on bad values."""
+    task = task_name(params.task)
+    doc = stages_doc(
+        with_generator(task, [ZERO_SHOT]), task, {"eval": params.model_dump(exclude={"register_model", "task"})}
+    )
     if params.register_model and not Path(doc["eval"]["model"]).is_dir():
         raise ConfigError(f"--register needs a local model folder; '{doc['eval']['model']}' is not one")
     return doc
@@ -57,21 +67,21 @@ def evaluate_step(dvc_yaml: Path) -> bool:
 
 @task(name="track")
 def track_step(dvc_yaml: Path, ran: bool, doc: dict) -> dict:
-    eval_cfg = doc["eval"]
+    eval_cfg, task = doc["eval"], doc["task"]["name"]
     return track_stage(
         dvc_yaml,
         ZERO_SHOT,
         ran,
         None,
         tracking.experiment_id(eval_cfg["experiment"]),
-        f"eval {Path(eval_cfg['model']).name}",
-        {},
+        f"eval {Path(eval_cfg['model']).name} on {task}",
+        {"sweetflow.task": task},
     )
 
 
 @task(name="registry gate")
-def gate_step(model: str, run_id: str, metrics: dict) -> dict | None:
-    return registry_gate(model, run_id, metrics)
+def gate_step(model: str, run_id: str, metrics: dict, task: str) -> dict | None:
+    return registry_gate(model, run_id, metrics, task)
 
 
 def summary_table(metrics: dict) -> str:
@@ -86,9 +96,9 @@ def summary_table(metrics: dict) -> str:
                 f"{metrics['success_rate_ci_high']:.3f}]",
             ),
             (
-                "tests passed",
-                f"{metrics['tests_passed']:.3f}  [{metrics['tests_passed_ci_low']:.3f}, "
-                f"{metrics['tests_passed_ci_high']:.3f}]",
+                "mean score",
+                f"{metrics['mean_score']:.3f}  [{metrics['mean_score_ci_low']:.3f}, "
+                f"{metrics['mean_score_ci_high']:.3f}]",
             ),
             ("mean turns", f"{metrics['mean_turns']:.2f}"),
             ("answered", f"{metrics['answered_rate']:.3f}"),
@@ -98,14 +108,20 @@ def summary_table(metrics: dict) -> str:
 
 @flow(name="sweetflow-eval", log_prints=True)
 def eval_flow(params: EvalParams = EvalParams()) -> dict:
-    """Evaluate a model on ColBench backend tasks (95% intervals in brackets)."""
+    """Evaluate a model on a collaborative task (95% intervals in brackets)."""
     doc = resolve(params)
     check_step_folder(Path(doc["eval"]["out_dir"]))
     tracking.configure()
-    dvc_yaml = write_stages(Path(doc["eval"]["out_dir"]), [ZERO_SHOT], doc)
+    task = doc["task"]["name"]
+    stages = with_generator(task, [ZERO_SHOT])
+    dvc_yaml = write_stages(Path(doc["eval"]["out_dir"]), stages, doc)
+    for stage in stages[:-1]:
+        dvc_repro(dvc_yaml, stage)
     ran = evaluate_step(dvc_yaml)
     tracked = track_step(dvc_yaml, ran, doc)
     metrics = tracked["metrics"]
     get_run_logger().info("MLflow run %s\n%s", tracked["run_id"], summary_table(metrics))
-    gated = {"registry": gate_step(doc["eval"]["model"], tracked["run_id"], metrics)} if params.register_model else {}
+    gated = (
+        {"registry": gate_step(doc["eval"]["model"], tracked["run_id"], metrics, task)} if params.register_model else {}
+    )
     return metrics | {"mlflow_run_id": tracked["run_id"], "ran": ran} | gated

@@ -11,23 +11,26 @@ from typing import Any
 
 from components.data.model_prepare import is_complete, resolve_model
 from components.data.pull import dvc_pull
-from flows.plan import ROLLOUTS, PipelineAlgo, RunPlan
+from components.tasks.registry import task_class
+from flows.plan import ROLLOUTS, PipelineAlgo, RunPlan, interpolate
 
 DEFAULT_MODEL = Path("models/smollm2-135m-instruct")
 
 
 def data_files(plan: RunPlan) -> list[Path]:
-    """The data files the run reads: the ColBench tasks, or GSM8K's train and test questions."""
+    """The data files the run reads and does not make itself: the task's records (none for a task
+    whose records a generator stage writes), or GSM8K's train and test questions."""
     if plan.gsm8k:
         return [Path(plan.doc["cory"]["train_file"]), Path(plan.doc["cory"]["test_file"])]
-    return [Path(plan.doc["data"]["backend_tasks"])]
+    task = task_class(plan.task)
+    return [] if task.generator else [Path(interpolate(f"${{{task.file_key}}}", plan.doc))]
 
 
 def pull_data(plan: RunPlan) -> list[str]:
     """`dvc pull` each data file DVC tracks (a `.dvc` pointer beside it); any other must exist."""
     files = data_files(plan)
     tracked = [f"{f}.dvc" for f in files if Path(f"{f}.dvc").exists()]
-    if tracked and (plan.gsm8k or plan.doc["data"]["source"] == "dvc"):
+    if tracked and (plan.gsm8k or plan.doc.get("data", {}).get("source") == "dvc"):
         dvc_pull(targets=tracked)
     missing = [str(f) for f in files if not f.exists()]
     if missing:

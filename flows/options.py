@@ -30,6 +30,13 @@ def flow_params(
     return model
 
 
+def task_field() -> tuple[Any, Any]:
+    """The `task` parameter of the single-step flows (None: params.yaml's task.name)."""
+    from components.tasks.registry import TASKS
+
+    return (Optional[str], Field(None, description=f"collaborative task: {' | '.join(TASKS)} [params.yaml task.name]"))
+
+
 EPISODE_FIELDS = ("model", "engine", "simulator", "simulator_model", "simulator_engine", "split", "limit", "out_dir")
 """The fields of an episode stage's section that its command and flow take as options."""
 

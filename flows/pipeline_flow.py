@@ -52,7 +52,7 @@ def resolve(params: PipelineParams) -> RunPlan:
     overrides = list(params.overrides)
     if params.algo in GSM8K_ALGOS and params.iterations is not None:
         overrides.append(f"cory.iterations={params.iterations}")
-    return plan_run(params.algo.value, params.profile, overrides, Path(params.runs_root))
+    return plan_run(params.algo.value, params.profile, overrides, Path(params.runs_root), params.task)
 
 
 def iteration_count(params: PipelineParams, plan: RunPlan) -> int:
@@ -92,13 +92,18 @@ def episode_stage_task(dvc_yaml: Path, stage: str, k: int) -> bool:
 
 @task(name="track", task_run_name="track iter {k} {stage}")
 def track_task(plan: RunPlan, dvc_yaml: Path, stage: str, k: int, ran: bool, parent: str, experiment: str) -> dict:
-    tags = {"sweetflow.algo": plan.algo.value, "sweetflow.profile": plan.profile, "sweetflow.iteration": str(k)}
+    tags = {
+        "sweetflow.algo": plan.algo.value,
+        "sweetflow.task": plan.task,
+        "sweetflow.profile": plan.profile,
+        "sweetflow.iteration": str(k),
+    }
     return track_stage(dvc_yaml, stage, ran, parent, experiment, f"iter {k} {stage}", tags)
 
 
 @task(name="registry gate", task_run_name="gate iter {k}")
-def gate_task(model: str, run_id: str, metrics: dict, k: int) -> dict | None:
-    return registry_gate(model, run_id, metrics)
+def gate_task(model: str, run_id: str, metrics: dict, k: int, task: str) -> dict | None:
+    return registry_gate(model, run_id, metrics, task)
 
 
 def run_iteration(plan: RunPlan, k: int, start: str, parent: str, experiment: str) -> Iteration:
@@ -110,11 +115,13 @@ def run_iteration(plan: RunPlan, k: int, start: str, parent: str, experiment: st
         runner = episode_stage_task if kind in (Kind.eval, Kind.episodes) else stage_task
         ran = runner(dvc_yaml, stage, k)
         (it.ran if ran else it.skipped).append(stage)
+        if kind == Kind.data:  # the task's records: versioned by DVC, read by the stages that follow
+            continue
         tracked = track_task(plan, dvc_yaml, stage, k, ran, parent, experiment)
         if kind in (Kind.eval, Kind.cory):
             it.metrics = tracked["metrics"]
         if kind == Kind.eval:
-            it.registry = gate_task(it.actor, tracked["run_id"], it.metrics, k)
+            it.registry = gate_task(it.actor, tracked["run_id"], it.metrics, k, plan.task)
         it.no_signal = inputs.no_signal(plan.algo, stage, tracked["metrics"])
         if it.no_signal:
             it.actor = start
@@ -163,13 +170,13 @@ def cory_score(m: dict[str, float]) -> str:
 
 
 def summary_table(plan: RunPlan, iterations: list[Iteration]) -> str:
-    rows = [("run", str(plan.run_dir)), ("algorithm", plan.algo.value), ("profile", plan.profile)]
+    rows = [("run", str(plan.run_dir)), ("algorithm", plan.algo.value), ("task", plan.task), ("profile", plan.profile)]
     for it in iterations:
         m = it.metrics
         score = (
             cory_score(m)
             if plan.gsm8k
-            else f"success {m['success_rate']:.3f}, tests passed {m['tests_passed']:.3f}"
+            else f"success {m['success_rate']:.3f}, mean score {m['mean_score']:.3f}"
             if m
             else f"not evaluated: no learning signal ({it.no_signal})"
             if it.no_signal
@@ -199,6 +206,7 @@ def pipeline_flow(params: PipelineParams = PipelineParams()) -> dict:
     tags = tracking.provenance_tags() | {
         "sweetflow.kind": "pipeline",
         "sweetflow.algo": plan.algo.value,
+        "sweetflow.task": plan.task,
         "sweetflow.profile": plan.profile,
         "sweetflow.run_dir": str(plan.run_dir),
     }

@@ -2,7 +2,8 @@
 
 Reads: the project's params.yaml (through flows.profiles) and the stage catalogue
 (components/stages/catalogue.py). Writes, for each iteration k of a run, under
-`runs/pipeline/<algo>-<profile>-<hash of the resolved parameters>/iter-k/`:
+`runs/pipeline/<algo>-<task>-<profile>-<hash of the resolved parameters>/iter-k/` (CORY/PPO:
+`<algo>-<profile>-<hash>`, their task is GSM8K):
   params.yaml  the run's resolved parameters with iteration k's paths and seeds
   dvc.yaml     the catalogue stages this algorithm runs, `${...}` filled in from that params.yaml,
                run from the project root (`wdir`) with SWEETFLOW_PARAMS naming that params.yaml
@@ -10,12 +11,13 @@ DVC then writes iter-k/dvc.lock (the iteration's version record) and skips a sta
 params and outs did not change, so a second identical run only checks hashes; a run with other
 parameters gets another folder and never overwrites one.
 
-ColBench algorithms (sweet, mtdpo, rft): iteration 0 evaluates the base model (stage
-eval_zero_shot). Iteration k >= 1 collects rollouts with actor k-1 (the base model for k = 1),
-trains actor k with the algorithm's stages (the SWEET-RL loop of ALGORITHMS.md steps 1-8, or a
-baseline) and evaluates it (eval_actor). Rollout and candidate seeds move with k so that
-iterations sample afresh; the eval seeds stay fixed so that iterations are compared on the same
-episodes.
+Collaborative-task algorithms (sweet, mtdpo, rft) on the task `task.name` names (ColBench backend,
+elicitation, ...: components/tasks): iteration 0 generates the task's records when the task has a
+generator stage, then evaluates the base model (stage eval_zero_shot). Iteration k >= 1 collects
+rollouts with actor k-1 (the base model for k = 1), trains actor k with the algorithm's stages
+(the SWEET-RL loop of ALGORITHMS.md steps 1-8, or a baseline) and evaluates it (eval_actor).
+Rollout and candidate seeds move with k so that iterations sample afresh; the eval seeds stay
+fixed so that iterations are compared on the same episodes.
 
 GSM8K algorithms (cory, ppo): one stage, `cory`, in iter-1, which runs `cory.iterations` PPO
 iterations itself (evaluating both agents after each) and resumes from its checkpoint, so a
@@ -40,8 +42,9 @@ from typing import Any, Sequence
 import yaml
 from pydantic import BaseModel, Field
 
-from components.config.sections import PARAMS_ENV, ConfigError
-from components.stages.catalogue import CODE_ROOT, STAGES, Out, Stage, code_deps, training_stages
+from components.config.sections import PARAMS_ENV, ConfigError, TaskSection
+from components.stages.catalogue import CODE_ROOT, STAGES, TASK, Out, Stage, code_deps, training_stages
+from components.tasks.registry import TASKS, task_class
 from flows import profiles
 
 RUNS_ROOT = Path("runs/pipeline")
@@ -59,7 +62,8 @@ class PipelineAlgo(str, Enum):
 
 
 GSM8K_ALGOS = (PipelineAlgo.cory, PipelineAlgo.ppo)
-GSM8K_SECTIONS = ("model", "cory")  # what a CORY run reads; ColBench runs read every other section
+GSM8K_SECTIONS = ("model", "cory")  # what a CORY run reads; task runs read every other section but
+# the sections of the tasks they do not play
 _VAR = re.compile(r"\$\{([\w.-]+)\}")
 
 
@@ -79,7 +83,14 @@ class PipelineParams(BaseModel):
         "from the last actor (default 1); cory/ppo: PPO iterations (default: "
         "cory.iterations)",
     )
-    profile: str = Field("default", description="default (embedded CPU run) | smoke | gpu-8b (params.yaml profiles)")
+    profile: str = Field(
+        "default", description="default (embedded CPU run) | smoke | colbench-cpu | gpu-8b (params.yaml profiles)"
+    )
+    task: str | None = Field(
+        None,
+        description=f"collaborative task: {' | '.join(TASKS)} (None: the profile's task.name); "
+        "not for cory/ppo (GSM8K)",
+    )
     overrides: list[str] = Field(default_factory=list, description="section.key=value, e.g. critic.optim.lr=1e-5")
     runs_root: str = Field(str(RUNS_ROOT), description="folder holding the runs' iteration folders")
 
@@ -103,10 +114,18 @@ class RunPlan:
         evaluation) to n on ColBench; the one `cory` stage for CORY/PPO, which iterates itself."""
         return [1] if self.gsm8k else list(range(n + 1))
 
+    @property
+    def task(self) -> str:
+        """The collaborative task the run plays ("gsm8k" for CORY/PPO)."""
+        return "gsm8k" if self.gsm8k else self.doc[TASK]["name"]
+
     def stages(self, k: int) -> tuple[str, ...]:
         if self.gsm8k:
             return (CORY,)
-        return (ZERO_SHOT,) if k == 0 else (ROLLOUTS, *training_stages(self.algo.value), EVAL_ACTOR)
+        if k == 0:
+            generator = task_class(self.task).generator
+            return (*([generator] if generator else []), ZERO_SHOT)
+        return (ROLLOUTS, *training_stages(self.algo.value), EVAL_ACTOR)
 
     def trained_actor(self, k: int) -> Path:
         """Where iteration k (>= 1) writes its trained actor (CORY/PPO: the agents' LoRA adapters)."""
@@ -120,9 +139,14 @@ class RunPlan:
 
 
 def plan_run(
-    algo: str, profile: str = profiles.DEFAULT, overrides: list[str] = (), runs_root: Path = RUNS_ROOT
+    algo: str,
+    profile: str = profiles.DEFAULT,
+    overrides: list[str] = (),
+    runs_root: Path = RUNS_ROOT,
+    task: str | None = None,
 ) -> RunPlan:
-    """The run's resolved parameters and folder; ConfigError on a bad algo, profile or override.
+    """The run's resolved parameters and folder; ConfigError on a bad algo, profile, task or override.
+    `task` (None: the profile's `task.name`) picks the collaborative task; not for CORY/PPO.
 
     The folder is named by a hash of the parameters; for CORY/PPO, `cory.iterations` is left out of
     it, so that a longer run resumes the shorter one's checkpoint (the per-iteration rows are kept)."""
@@ -130,17 +154,25 @@ def plan_run(
         algo = PipelineAlgo(algo)
     except ValueError:
         raise ConfigError(f"unknown algo '{algo}' (choose one of {', '.join(a.value for a in PipelineAlgo)})") from None
+    if task is not None and algo in GSM8K_ALGOS:
+        raise ConfigError(f"--task does not apply to algo {algo.value}: CORY and PPO train on GSM8K")
+    overrides = [*overrides, *([f"task.name={task}"] if task is not None else [])]
     doc = _sections_of(algo, profiles.resolve(profile, list(overrides)), overrides)
     doc["cory" if algo in GSM8K_ALGOS else "actor"]["algo"] = algo.value
     identity = copy.deepcopy(doc)
     identity.get("cory", {}).pop("iterations", None)
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:8]
-    return RunPlan(algo, profile, doc, Path(runs_root) / f"{algo.value}-{profile}-{digest}")
+    name = f"{algo.value}-{profile}" if algo in GSM8K_ALGOS else f"{algo.value}-{doc[TASK]['name']}-{profile}"
+    return RunPlan(algo, profile, doc, Path(runs_root) / f"{name}-{digest}")
 
 
 def _sections_of(algo: PipelineAlgo, doc: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
     """The sections `algo` reads; an override of any other section is an error."""
-    keep = set(GSM8K_SECTIONS) if algo in GSM8K_ALGOS else set(doc) - {"cory"}
+    if algo in GSM8K_ALGOS:
+        keep = set(GSM8K_SECTIONS)
+    else:
+        played = set(task_class(doc[TASK]["name"]).sections)
+        keep = set(doc) - {"cory"} - ({s for cls in TASKS.values() for s in cls.sections} - played)
     stray = [o for o in overrides if o.partition(".")[0] not in keep]
     if stray:
         raise ConfigError(
@@ -200,15 +232,15 @@ def _out(out: Out) -> Any:
     return {out.path: flags} if flags else out.path
 
 
-def dvc_stage(stage: Stage, algo: str | None = None) -> dict[str, Any]:
-    """The stage as dvc.yaml declares it, `${section.key}` kept: the command, its code (every project
-    file the module imports), its inputs and models, params sections, outs and metrics."""
+def dvc_stage(stage: Stage, task: str, algo: str | None = None) -> dict[str, Any]:
+    """The stage as dvc.yaml declares it for `task`, `${section.key}` kept: the command, its code
+    (every project file the module imports), its inputs and models, params sections, outs and metrics."""
     spec: dict[str, Any] = {
         "cmd": " ".join(["python -m", stage.module, *stage.args]),
-        "deps": [*code_deps(stage.module), *stage.inputs_for(algo), *stage.models],
+        "deps": [*code_deps(stage.module), *stage.inputs_for(algo, task_class(task).file_key), *stage.models],
     }
     if stage.sections:
-        spec["params"] = list(stage.sections)
+        spec["params"] = list(stage.sections_for(task_class(task).sections))
     spec["outs"] = [_out(o) for o in stage.outs_for(algo)]
     if stage.metrics:
         spec["metrics"] = [{stage.metrics: {"cache": False}}]
@@ -216,8 +248,11 @@ def dvc_stage(stage: Stage, algo: str | None = None) -> dict[str, Any]:
 
 
 def root_dvc_yaml() -> str:
-    """The root dvc.yaml: every catalogue stage on params.yaml's paths (`dvc repro` from the root)."""
-    stages = {name: dvc_stage(stage) for name, stage in STAGES.items()}
+    """The root dvc.yaml: every catalogue stage on params.yaml's paths and task (`dvc repro` from the root)."""
+    from components.config.sections import PARAMS, TaskSection, load_section
+
+    task = load_section(TaskSection, TASK, path=CODE_ROOT / PARAMS).name
+    stages = {name: dvc_stage(stage, task) for name, stage in STAGES.items()}
     return ROOT_HEADER + yaml.safe_dump({"stages": stages}, sort_keys=False, width=120)
 
 
@@ -241,7 +276,7 @@ def resolved_stage(
     with SWEETFLOW_PARAMS naming the run's params file. A model that is neither a local folder nor
     produced by a stage of the same file (a hub id) is not a dep."""
     stage = STAGES[name]
-    spec = dvc_stage(stage, algo)
+    spec = dvc_stage(stage, (doc.get(TASK) or {}).get("name", TaskSection().name), algo)
     models = set(interpolate(list(stage.models), doc))
     spec["deps"] += [f"${{{key}}}" for key in stage.optional_inputs if _is_set(doc, key)]
     spec = interpolate(spec, doc)

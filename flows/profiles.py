@@ -77,6 +77,11 @@ def validate(doc: dict) -> dict[str, BaseModel]:
             problems += error_lines(name, exc)
     unknown = sorted(set(doc) - set(SECTIONS))
     problems += [f"  {name}: unknown section" for name in unknown]
+    if "task" in models:
+        from components.tasks.registry import TASKS
+
+        if models["task"].name not in TASKS:
+            problems.append(f"  task.name: unknown task '{models['task'].name}' (registered: {', '.join(TASKS)})")
     if problems:
         raise ConfigError("invalid run parameters:\n" + "\n".join(problems))
     return models

@@ -1,8 +1,9 @@
 """Prefect flow: K sampled, scored trajectories per training task (SWEET-RL step 1), tracked in MLflow.
 
-Wiring only, and the same path as `sweetflow run`: the resolved parameters (params.yaml's data,
-episode and rollouts sections with the flow parameters applied) go to `<out_dir>/params.yaml`
-beside a generated `<out_dir>/dvc.yaml` holding the catalogue's rollouts stage, run as `dvc repro`
+Wiring only, and the same path as `sweetflow run`: the resolved parameters (params.yaml's task,
+the task's, episode and rollouts sections with the flow parameters applied) go to
+`<out_dir>/params.yaml` beside a generated `<out_dir>/dvc.yaml` holding the catalogue's rollouts
+stage (after the task's generator stage when its records are generated), run as `dvc repro`
 in its own process (vLLM's memory is returned when it ends; an unchanged re-run is skipped) and
 logged by the one tracker (flows/tracking.py). Runs on Prefect's ephemeral API: no server needed.
 """
@@ -15,25 +16,24 @@ from prefect import flow, get_run_logger, task
 
 from components.config.sections import EpisodeSection, RolloutsConfig, check_rollouts
 from components.tracking import store as tracking
-from flows.options import EPISODE_FIELDS, flow_params
+from flows.options import EPISODE_FIELDS, flow_params, task_field
 from flows.plan import ROLLOUTS, write_stages
-from flows.steps import check_step_folder, dvc_repro, format_table, step_doc
+from flows.steps import check_step_folder, dvc_repro, format_table, stages_doc, task_name, with_generator
 from flows.tracking import track_stage
-
-SECTIONS = ("data", "episode", "rollouts")
-
 
 RolloutsParams = flow_params(
     "RolloutsParams",
     "Parameters of the rollouts flow; None keeps the params.yaml value (shown as a form in the UI).",
     RolloutsConfig,
     (*EPISODE_FIELDS, "per_task", "seed"),
+    task=task_field(),
 )
 
 
 def resolve(params: RolloutsParams) -> dict:
-    """The run's parameters (data, episode, rollouts); raises ConfigError on bad values."""
-    doc = step_doc(SECTIONS, {"rollouts": params.model_dump()})
+    """The run's parameters (task, the task's sections, episode, rollouts); raises ConfigError on bad values."""
+    task = task_name(params.task)
+    doc = stages_doc(with_generator(task, [ROLLOUTS]), task, {"rollouts": params.model_dump(exclude={"task"})})
     check_rollouts(RolloutsConfig.model_validate(doc["rollouts"]), EpisodeSection.model_validate(doc["episode"]))
     return doc
 
@@ -53,8 +53,8 @@ def track_step(dvc_yaml: Path, ran: bool, doc: dict) -> dict:
         ran,
         None,
         tracking.experiment_id(cfg["experiment"]),
-        f"rollouts {Path(cfg['model']).name} k={cfg['per_task']}",
-        {},
+        f"rollouts {Path(cfg['model']).name} k={cfg['per_task']} on {doc['task']['name']}",
+        {"sweetflow.task": doc["task"]["name"]},
     )
 
 
@@ -64,7 +64,7 @@ def summary_table(metrics: dict) -> str:
         ("tasks", f"{metrics['n_tasks']}"),
         ("trajectories", f"{metrics['n_trajectories']}  ({metrics['episodes_run']} run now)"),
         ("success rate", f"{metrics['success_rate']:.3f}"),
-        ("tests passed", f"{metrics['tests_passed']:.3f}"),
+        ("mean score", f"{metrics['mean_score']:.3f}"),
         ("tasks solved", f"{metrics['solved_task_fraction']:.3f}  (at least one success)"),
         ("tasks w/ pairs", f"{metrics['contrast_task_fraction']:.3f}  (scores differ)"),
         ("mean turns", f"{metrics['mean_turns']:.2f}"),
@@ -83,7 +83,10 @@ def rollouts_flow(params: RolloutsParams = RolloutsParams()) -> dict:
     doc = resolve(params)
     check_step_folder(Path(doc["rollouts"]["out_dir"]))
     tracking.configure()
-    dvc_yaml = write_stages(Path(doc["rollouts"]["out_dir"]), [ROLLOUTS], doc)
+    stages = with_generator(doc["task"]["name"], [ROLLOUTS])
+    dvc_yaml = write_stages(Path(doc["rollouts"]["out_dir"]), stages, doc)
+    for stage in stages[:-1]:
+        dvc_repro(dvc_yaml, stage)
     ran = rollouts_step(dvc_yaml)
     tracked = track_step(dvc_yaml, ran, doc)
     get_run_logger().info("MLflow run %s\n%s", tracked["run_id"], summary_table(tracked["metrics"]))

@@ -34,6 +34,34 @@ def step_doc(sections: Sequence[str], overrides: dict[str, dict[str, Any]]) -> d
     return {name: models[name].model_dump(mode="json") for name in sections}
 
 
+def task_name(task: str | None) -> str:
+    """The task a single-step command plays: `task` (--task), else params.yaml's `task.name` (validated)."""
+    from components.config.sections import TaskSection, load_section
+    from components.tasks.registry import task_class
+
+    return task_class(task or load_section(TaskSection, "task", path=PARAMS).name).name
+
+
+def stages_doc(stages: Sequence[str], task: str, overrides: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """`step_doc` of every section `stages` read when playing `task` (in the stages' order), the
+    `task` section naming it."""
+    from components.stages.catalogue import STAGES
+    from components.tasks.registry import task_class
+
+    names: list[str] = []
+    for stage in stages:
+        names += [n for n in STAGES[stage].sections_for(task_class(task).sections) if n not in names]
+    return step_doc(names, overrides | {"task": {"name": task}})
+
+
+def with_generator(task: str, stages: Sequence[str]) -> list[str]:
+    """`stages` after the stage generating the task's records, when the task has one."""
+    from components.tasks.registry import task_class
+
+    generator = task_class(task).generator
+    return [*([generator] if generator else []), *stages]
+
+
 def check_step_folder(folder: Path) -> None:
     """A step's dvc.yaml lives in its output folder, which must lie inside this DVC project."""
     if not Path(".dvc").is_dir():
@@ -48,19 +76,21 @@ def check_step_folder(folder: Path) -> None:
         )
 
 
-def registry_gate(model: str, run_id: str, metrics: dict) -> dict | None:
-    """Register the evaluated model as `candidate` and promote it to `champion` only if it beats the
-    champion (components.tracking.registry); None, with a log line, when the model is not a local folder."""
+def registry_gate(model: str, run_id: str, metrics: dict, task: str) -> dict | None:
+    """Register the evaluated model as `candidate` of the task's registered model and promote it to
+    `champion` only if it beats that task's champion (components.tracking.registry); None, with a log
+    line, when the model is not a local folder."""
     from prefect import get_run_logger
 
     if not Path(model).is_dir():
         get_run_logger().info("registry: %s is not a local folder; not registered", model)
         return None
     tracking.configure()
-    result = registry.gate(Path(model), run_id, metrics)
+    name = registry.registered_name(task)
+    result = registry.gate(Path(model), run_id, metrics, name)
     get_run_logger().info(
         "registry: %s v%s %s (%s)",
-        registry.MODEL_NAME,
+        name,
         result.version,
         "promoted to champion" if result.promoted else "kept as candidate",
         result.reason,

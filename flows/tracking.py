@@ -44,8 +44,9 @@ def log_nested_run(
 
     The parent is passed explicitly: MLflow's active run is thread-local and Prefect tasks may run on
     another thread than the flow."""
-    import mlflow
     from mlflow.entities import Metric
+
+    import mlflow
 
     with mlflow.start_run(
         experiment_id=experiment_id, run_name=name, nested=parent is not None, parent_run_id=parent, tags=tags

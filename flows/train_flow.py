@@ -25,13 +25,10 @@ from pydantic import Field
 from components.config.training import ActorConfig, Algo, TrainConfig, TrainLayout
 from components.stages.catalogue import STAGES, training_stages
 from components.tracking import store as tracking
-from flows.options import flow_params
+from flows.options import flow_params, task_field
 from flows.plan import write_stages
-from flows.steps import check_step_folder, dvc_repro, format_table, step_doc
+from flows.steps import check_step_folder, dvc_repro, format_table, stages_doc, task_name
 from flows.tracking import track_stage
-
-SECTIONS = ("train", "pairs", "critic", "candidates", "ranking", "actor", "episode", "data")
-
 
 TRAIN_FIELDS = ("trajectories", "model", "out_dir")
 TrainParams = flow_params(
@@ -40,13 +37,19 @@ TrainParams = flow_params(
     TrainConfig,
     TRAIN_FIELDS,
     algo=(Optional[Algo], Field(None, description=ActorConfig.model_fields["algo"].description)),
+    task=task_field(),
 )
 
 
 def resolve(params: TrainParams) -> dict:
-    """The run's parameters (every training section); raises ConfigError on bad values."""
-    doc = step_doc(SECTIONS, {"train": params.model_dump(include=set(TRAIN_FIELDS)), "actor": {"algo": params.algo}})
-    return doc
+    """The run's parameters (the sections the algorithm's stages read, with the task's); raises
+    ConfigError on bad values."""
+    from components.config.sections import PARAMS, read_params
+
+    algo = params.algo.value if params.algo else read_params(PARAMS).get("actor", {}).get("algo", Algo.sweet.value)
+    task = task_name(params.task)
+    overrides = {"train": params.model_dump(include=set(TRAIN_FIELDS)), "actor": {"algo": params.algo}}
+    return stages_doc(training_stages(algo), task, overrides)
 
 
 def check_inputs(doc: dict) -> None:

@@ -5,7 +5,15 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from components.config.cory import CoryConfig
-from components.config.sections import DataConfig, EpisodeSection, EvalConfig, ModelConfig, RolloutsConfig
+from components.config.elicitation import ElicitationConfig
+from components.config.sections import (
+    DataConfig,
+    EpisodeSection,
+    EvalConfig,
+    ModelConfig,
+    RolloutsConfig,
+    TaskSection,
+)
 from components.config.training import (
     ActorConfig,
     CandidatesConfig,
@@ -16,7 +24,9 @@ from components.config.training import (
 )
 
 SECTIONS: dict[str, type[BaseModel]] = {
+    "task": TaskSection,
     "data": DataConfig,
+    "elicitation": ElicitationConfig,
     "model": ModelConfig,
     "episode": EpisodeSection,
     "eval": EvalConfig,

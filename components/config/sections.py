@@ -35,6 +35,15 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+class TaskSection(_Section):
+    name: str = Field(
+        "colbench-backend",
+        min_length=1,
+        description="the collaborative task played and trained on (components/tasks/registry.py): "
+        "colbench-backend | elicitation",
+    )
+
+
 class DataConfig(_Section):
     source: str = Field(
         "dvc",
@@ -85,7 +94,11 @@ class EpisodeStageConfig(_Section):
         pattern="^(auto|vllm|hf|openai)$",
         description="agent engine: auto (vllm when importable, else hf) | vllm | hf | openai",
     )
-    simulator: SimulatorKind = Field(SimulatorKind.retrieval, description="simulated human: llm | retrieval")
+    simulator: SimulatorKind | None = Field(
+        None,
+        description="simulated human: llm | the task's offline one (colbench-backend: retrieval, "
+        "elicitation: rules); None = the task's offline one",
+    )
     simulator_model: str | None = Field(
         None, description="llm simulator: model folder or OpenAI-compatible URL; None = the agent's engine"
     )
@@ -97,8 +110,9 @@ class EpisodeStageConfig(_Section):
 
     @model_validator(mode="after")
     def _simulator_consistent(self) -> "EpisodeStageConfig":
-        if self.simulator == SimulatorKind.retrieval and self.simulator_model:
-            raise ValueError("simulator_model is only used by the llm simulator (simulator=retrieval given)")
+        if self.simulator != SimulatorKind.llm and self.simulator_model:
+            given = self.simulator.value if self.simulator else "null, the task's offline one"
+            raise ValueError(f"simulator_model is only used by the llm simulator (simulator {given} given)")
         return self
 
 

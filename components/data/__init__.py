@@ -1,0 +1,1 @@
+"""Typed records and their reader/writer, ColBench tasks and split, DVC pull, the default model."""

@@ -1,0 +1,1 @@
+"""Text generation engines (vLLM, transformers, OpenAI-compatible HTTP) behind one interface."""

@@ -1,4 +1,4 @@
-"""Batched multi-turn episode driver for ColBench backend tasks.
+"""Batched multi-turn episode driver for any collaborative task (components/tasks).
 
 Reads tasks, writes `Trajectory` records (components/data/records.py) through a callback as each
 episode ends, so a crash loses only episodes still in flight. Each turn, all live episodes go to
@@ -17,16 +17,15 @@ import hashlib
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from tqdm.auto import tqdm
 
 from components.data.records import Trajectory, Turn
-from components.data.tasks import BackendTask
 from components.engines.base import Engine, Generation, SamplingConfig
-from components.episodes.protocol import agent_messages, parse_action
 from components.episodes.simulators import SimRequest, Simulator
 from components.episodes.tokens import DialogueTokens
+from components.tasks.base import Task
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +45,7 @@ class EpisodeJob:
     """One episode to run: a task (with its index in the tasks file), the run seed, the sample number."""
 
     task_index: int
-    task: BackendTask
+    task: Any  # the task's record (Task.record)
     run_seed: int
     sample: int = 0
 
@@ -85,7 +84,7 @@ class _Episode:
         )
         self.messages.append({"role": "assistant", "content": gen.text})
 
-    def finish(self, answered: bool) -> Trajectory:
+    def finish(self, answered: bool, answer: str) -> Trajectory:
         return Trajectory(
             task_id=self.job.task.task_id,
             task_index=self.job.task_index,
@@ -94,7 +93,7 @@ class _Episode:
             seed=self.job.seed,
             messages=self.messages,
             turns=self.turns,
-            answer=parse_action(self.turns[-1].action).content,
+            answer=answer,
             answered=answered,
         )
 
@@ -111,10 +110,10 @@ class DriverStats:
 class EpisodeDriver:
     """Runs many episodes in lock-step turns on one agent engine and one simulator."""
 
-    def __init__(self, agent: Engine, simulator: Simulator, cfg: EpisodeConfig) -> None:
+    def __init__(self, agent: Engine, simulator: Simulator, cfg: EpisodeConfig, task: Task) -> None:
         if agent.tokenizer is None:
             raise ValueError(f"the agent engine '{agent.name}' has no tokenizer; token ids are required")
-        self.agent, self.simulator, self.cfg = agent, simulator, cfg
+        self.agent, self.simulator, self.cfg, self.task = agent, simulator, cfg, task
         self.tokens = DialogueTokens(agent.tokenizer)
         self.stats = DriverStats()
 
@@ -126,7 +125,7 @@ class EpisodeDriver:
         bar = tqdm(total=len(jobs), desc="episodes", unit="ep", disable=not progress)
 
         def finish(slot: int, ep: _Episode, answered: bool) -> None:
-            done[slot] = ep.finish(answered)
+            done[slot] = ep.finish(answered, self.task.final_answer(ep.turns[-1].action))
             if on_done is not None:
                 on_done(done[slot])
             bar.update(1)
@@ -141,7 +140,7 @@ class EpisodeDriver:
         return [done[slot] for slot in range(len(jobs))]
 
     def _start(self, job: EpisodeJob) -> _Episode:
-        messages = agent_messages(job.task.problem_description, self.cfg.max_turns)
+        messages = self.task.agent_messages(job.task, self.cfg.max_turns)
         return _Episode(job=job, messages=messages, prompt_ids=self.tokens.start(messages))
 
     def _turn(self, turn: int, live: list[tuple[int, _Episode]], finish) -> list[tuple[int, _Episode]]:
@@ -162,7 +161,7 @@ class EpisodeDriver:
         asking: list[tuple[int, _Episode]] = []
         for (slot, ep), gen in zip(live, gens):
             ep.record(gen)
-            answered = parse_action(gen.text).is_answer
+            answered = self.task.parse_action(gen.text).is_answer
             if answered or turn == self.cfg.max_turns - 1:
                 finish(slot, ep, answered)
             else:

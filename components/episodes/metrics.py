@@ -35,34 +35,52 @@ def per_task_means(trajs: Sequence[Trajectory], field: str) -> list[float]:
     return [float(np.mean(v)) for _, v in sorted(by_task.items())]
 
 
-def summarize(trajs: Sequence[Trajectory], bootstrap_samples: int) -> dict[str, float]:
-    """success_rate, tests_passed, mean_turns, n and intervals, pooled over seeds by task."""
+def summarize(
+    trajs: Sequence[Trajectory], bootstrap_samples: int, alias: str | None = None, groups: dict[int, str] | None = None
+) -> dict[str, float]:
+    """success_rate, mean_score (the graded score in [0, 1]), mean_turns, n and 95% intervals, pooled
+    over seeds by task. `alias`: another name mean_score is also kept under (ColBench backend:
+    tests_passed). `groups` (task index -> group): the same figures per group, as `<metric>_<group>`."""
     if not trajs:
         raise ValueError("no scored trajectories to summarize")
     success = per_task_means(trajs, "success")
-    passed = per_task_means(trajs, "score")
+    scores = per_task_means(trajs, "score")
     out = {
         "n": len(success),
         "episodes": len(trajs),
         "success_rate": float(np.mean(success)),
-        "tests_passed": float(np.mean(passed)),
+        "mean_score": float(np.mean(scores)),
         "mean_turns": float(np.mean([len(t.turns) for t in trajs])),
         "answered_rate": float(np.mean([t.answered for t in trajs])),
     }
     out["success_rate_ci_low"], out["success_rate_ci_high"] = bootstrap_ci(success, bootstrap_samples)
-    out["tests_passed_ci_low"], out["tests_passed_ci_high"] = bootstrap_ci(passed, bootstrap_samples)
+    out["mean_score_ci_low"], out["mean_score_ci_high"] = bootstrap_ci(scores, bootstrap_samples)
+    if alias:
+        out |= {key.replace("mean_score", alias): value for key, value in out.items() if key.startswith("mean_score")}
+    for group in sorted(set((groups or {}).values())):
+        part = [t for t in trajs if groups.get(t.task_index) == group]
+        if part:
+            out |= {f"{key}_{group}": value for key, value in _group_figures(part, bootstrap_samples).items()}
     return out
 
 
-def per_seed(trajs: Sequence[Trajectory]) -> dict[int, dict[str, float]]:
-    """success_rate and tests_passed of each run seed's episodes alone (the spread over seeds)."""
+def _group_figures(trajs: Sequence[Trajectory], bootstrap_samples: int) -> dict[str, float]:
+    success, scores = per_task_means(trajs, "success"), per_task_means(trajs, "score")
+    low, high = bootstrap_ci(scores, bootstrap_samples)
+    return {"n": len(success), "success_rate": float(np.mean(success)), "mean_score": float(np.mean(scores))} | {
+        "mean_score_ci_low": low,
+        "mean_score_ci_high": high,
+    }
+
+
+def per_seed(trajs: Sequence[Trajectory], alias: str | None = None) -> dict[int, dict[str, float]]:
+    """success_rate and mean_score (and its `alias`) of each run seed's episodes alone (the spread over seeds)."""
     groups: dict[int, list[Trajectory]] = defaultdict(list)
     for t in trajs:
         groups[t.run_seed].append(t)
-    return {
-        seed: {
-            "success_rate": float(np.mean([bool(t.success) for t in g])),
-            "tests_passed": float(np.mean([t.score or 0.0 for t in g])),
-        }
-        for seed, g in sorted(groups.items())
-    }
+    out = {}
+    for seed, g in sorted(groups.items()):
+        score = float(np.mean([t.score or 0.0 for t in g]))
+        out[seed] = {"success_rate": float(np.mean([bool(t.success) for t in g])), "mean_score": score}
+        out[seed] |= {alias: score} if alias else {}
+    return out

@@ -1,9 +1,10 @@
 """Playing and scoring collaborative episodes for a stage: task selection, resume, the driver, the
-sandboxed scorer, and the files an episode stage writes (evaluation and rollouts share all of it).
+task's scorer, and the files an episode stage writes (evaluation and rollouts share all of it).
 
-Episodes are appended to trajectories.jsonl as each ends; a re-run after a crash skips the
-episodes already there, so nothing finished is lost or duplicated. Scoring runs once all
-episodes exist, in the sandbox (components/scoring), and rewrites the file with the scores.
+Any task of components/tasks plays through here. Episodes are appended to trajectories.jsonl as
+each ends; a re-run after a crash skips the episodes already there, so nothing finished is lost or
+duplicated. Scoring runs once all episodes exist, by the task's scorer (untrusted output runs in
+the sandbox of components/scoring, never in this process), and rewrites the file with the scores.
 """
 
 from __future__ import annotations
@@ -13,28 +14,23 @@ import logging
 import os
 import time
 from pathlib import Path
+from typing import Any, Sequence
 
-from components.config.sections import DataConfig, EpisodeSection, EpisodeStageConfig
+from components.config.sections import EpisodeSection, EpisodeStageConfig
 from components.data.records import Trajectory, read_resumable, write_jsonl
-from components.data.split import select
-from components.data.tasks import BackendTask, load_backend_tasks
 from components.engines.base import Engine
 from components.engines.factory import EngineKind, make_engine, resolve_kind
 from components.episodes.driver import EpisodeConfig, EpisodeDriver, EpisodeJob
 from components.episodes.simulators import SimulatorKind, make_simulator
-from components.scoring.backend import score_answers
+from components.tasks.base import Task
 
 log = logging.getLogger(__name__)
 
 
-def select_tasks(data: DataConfig, cfg: EpisodeStageConfig) -> tuple[list[BackendTask], list[int]]:
-    """All tasks of the split's file and the indices played (split, then the first `limit`)."""
-    tasks = load_backend_tasks(data.tasks_file(cfg.split))
-    if data.source == "hub":  # the official files are the splits
-        indices = list(range(len(tasks)))
-    else:
-        indices = select(tasks, cfg.split, data.eval_fraction, data.split_salt)
-    return tasks, indices[: cfg.limit] if cfg.limit else indices
+def select_tasks(task: Task, cfg: EpisodeStageConfig) -> tuple[list[Any], list[int]]:
+    """All records of the split's file and the indices played (split, then the first `limit`)."""
+    records, indices = task.load(cfg.split)
+    return records, indices[: cfg.limit] if cfg.limit else indices
 
 
 def wanted_keys(indices: list[int], seeds: list[int], samples: int = 1) -> list[tuple[int, int, int]]:
@@ -43,7 +39,7 @@ def wanted_keys(indices: list[int], seeds: list[int], samples: int = 1) -> list[
 
 
 def pending_jobs(
-    tasks: list[BackendTask], indices: list[int], seeds: list[int], done: list[Trajectory], samples: int = 1
+    tasks: Sequence[Any], indices: list[int], seeds: list[int], done: list[Trajectory], samples: int = 1
 ) -> list[EpisodeJob]:
     """Episodes still to run: every (task, seed, sample < `samples`) not already in `done`."""
     finished = {(t.task_index, t.run_seed, t.sample) for t in done}
@@ -60,7 +56,7 @@ def engine_for(kind: str, model: str, seed: int, max_model_len: int) -> Engine:
     return make_engine(kind, model, seed=seed, **options)
 
 
-def build_driver(cfg: EpisodeStageConfig, episode: EpisodeSection, seed: int) -> EpisodeDriver:
+def build_driver(cfg: EpisodeStageConfig, episode: EpisodeSection, seed: int, task: Task) -> EpisodeDriver:
     """The agent engine (built once), the simulator (sharing the agent engine unless told not to)."""
     agent = engine_for(cfg.engine, cfg.model, seed, episode.max_model_len)
     sim_engine = None
@@ -70,14 +66,14 @@ def build_driver(cfg: EpisodeStageConfig, episode: EpisodeSection, seed: int) ->
             if cfg.simulator_model is None
             else engine_for(cfg.simulator_engine or cfg.engine, cfg.simulator_model, seed, episode.max_model_len)
         )
-    simulator = make_simulator(cfg.simulator, sim_engine, episode.sim_max_tokens, episode.sim_max_chars)
+    simulator = make_simulator(cfg.simulator, task, sim_engine, episode.sim_max_tokens, episode.sim_max_chars)
     ep_cfg = EpisodeConfig(
         max_turns=episode.max_turns,
         temperature=episode.temperature,
         max_tokens=episode.max_tokens,
         max_model_len=episode.max_model_len,
     )
-    return EpisodeDriver(agent, simulator, ep_cfg)
+    return EpisodeDriver(agent, simulator, ep_cfg, task)
 
 
 def close_engines(driver: EpisodeDriver) -> None:
@@ -89,12 +85,12 @@ def close_engines(driver: EpisodeDriver) -> None:
 
 
 def run_episodes(
-    cfg: EpisodeStageConfig, episode: EpisodeSection, jobs: list[EpisodeJob], traj_path: Path, seed: int
+    cfg: EpisodeStageConfig, episode: EpisodeSection, task: Task, jobs: list[EpisodeJob], traj_path: Path, seed: int
 ) -> dict[str, float]:
     """Run `jobs`, appending each trajectory to `traj_path` as it ends; return speed figures."""
     if not jobs:
         return {"episodes_run": 0}
-    driver = build_driver(cfg, episode, seed)
+    driver = build_driver(cfg, episode, seed, task)
     start = time.perf_counter()
     try:
         trajs = driver.run(jobs, on_done=lambda t: write_jsonl(traj_path, [t], append=True))
@@ -111,9 +107,9 @@ def run_episodes(
     }
 
 
-def score_trajectories(tasks: list[BackendTask], trajs: list[Trajectory]) -> list[Trajectory]:
-    """Fill each trajectory's score fields from the sandboxed scorer."""
-    results = score_answers(tasks, [(t.task_index, t.answer) for t in trajs])
+def score_trajectories(task: Task, records: Sequence[Any], trajs: list[Trajectory]) -> list[Trajectory]:
+    """Fill each trajectory's score fields from the task's scorer."""
+    results = task.score(records, [(t.task_index, t.answer) for t in trajs])
     scored = []
     for traj, res in zip(trajs, results):
         if res.index != traj.task_index:
@@ -166,9 +162,7 @@ def write_outputs(out_dir: Path, trajs: list[Trajectory], metrics: dict) -> dict
     return paths
 
 
-def episode_fingerprint(
-    cfg: EpisodeStageConfig, episode: EpisodeSection, data: DataConfig, section: str = "eval"
-) -> dict:
+def episode_fingerprint(cfg: EpisodeStageConfig, episode: EpisodeSection, task: Task, section: str = "eval") -> dict:
     """What an episode's content depends on; episodes made under another fingerprint are not reused.
 
     The agent fields are keyed by the stage's section name (an output folder of one stage is
@@ -178,7 +172,8 @@ def episode_fingerprint(
     return {
         section: {k: str(getattr(cfg, k)) for k in keep},
         "episode": episode.model_dump(mode="json"),
-        "tasks": str(data.tasks_file(cfg.split)),
+        "task": task.name,
+        "tasks": str(task.tasks_file(cfg.split)),
     }
 
 
@@ -194,7 +189,7 @@ def reset_if_config_changed(out_dir: Path, fingerprint: dict) -> None:
 def run_and_score(
     cfg: EpisodeStageConfig,
     episode: EpisodeSection,
-    data: DataConfig,
+    task: Task,
     out_dir: Path,
     seeds: list[int],
     samples: int,
@@ -207,14 +202,14 @@ def run_and_score(
     restricted to the wanted ones, and the speed figures of the episodes run now.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
-    tasks, indices = select_tasks(data, cfg)
+    tasks, indices = select_tasks(task, cfg)
     if not indices:
-        raise ValueError(f"split '{cfg.split.value}' of {data.tasks_file(cfg.split)} has no tasks")
-    reset_if_config_changed(out_dir, episode_fingerprint(cfg, episode, data, section))
+        raise ValueError(f"split '{cfg.split.value}' of {task.tasks_file(cfg.split)} has no tasks")
+    reset_if_config_changed(out_dir, episode_fingerprint(cfg, episode, task, section))
     traj_path = out_dir / "trajectories.jsonl"
     jobs = pending_jobs(tasks, indices, seeds, read_resumable(traj_path, Trajectory), samples)
     wanted = set(wanted_keys(indices, seeds, samples))
     log.info("running %d episodes (%d already in %s)", len(jobs), len(wanted) - len(jobs), traj_path)
-    speed = run_episodes(cfg, episode, jobs, traj_path, seeds[0])
+    speed = run_episodes(cfg, episode, task, jobs, traj_path, seeds[0])
     trajs = [t for t in read_resumable(traj_path, Trajectory) if (t.task_index, t.run_seed, t.sample) in wanted]
-    return score_trajectories(tasks, trajs), speed
+    return score_trajectories(task, tasks, trajs), speed

@@ -1,8 +1,11 @@
-"""Simulated humans for ColBench backend episodes, behind one interface.
+"""Simulated humans behind one interface: the `llm` one of every task, and ColBench backend's `retrieval`.
 
-- `llm`: the protocol's simulator (ALGORITHMS.md): an LLM prompted with the request and the hidden
-  information, greedy decoding (temperature 0), reply cut to 400 characters. It runs on any engine,
-  including an OpenAI-compatible endpoint hosting a large model.
+- `llm`: the protocol's simulator (ALGORITHMS.md): an LLM prompted by the task (request and hidden
+  information; `Task.simulator_messages`), greedy decoding (temperature 0), reply cut to
+  `episode.sim_max_chars`. It runs on any engine, including an OpenAI-compatible endpoint hosting a
+  large model.
+- each task's offline deterministic simulators (`Task.offline_simulator`); ColBench backend's is
+  `retrieval`, defined here.
 - `retrieval`: deterministic and offline. It splits the hidden information into lines, scores each
   line by the question's words it contains (identifiers split on `_` and case, weighted by how rare
   the word is among the lines), and answers with the best two lines (two "sentences") in their
@@ -20,11 +23,9 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Protocol, Sequence
+from typing import Any, Protocol, Sequence
 
-from components.data.tasks import BackendTask
 from components.engines.base import Engine, SamplingConfig
-from components.episodes.protocol import cut_reply, simulator_messages
 
 DONT_KNOW = "I don't know."
 _STOP = frozenset(
@@ -36,9 +37,9 @@ _STOP = frozenset(
 
 @dataclass
 class SimRequest:
-    """One reply to produce: the task and the dialogue, whose last pair has reply None."""
+    """One reply to produce: the task's record and the dialogue, whose last pair has reply None."""
 
-    task: BackendTask
+    task: Any
     dialogue: list[tuple[str, str | None]]
     seed: int = 0
 
@@ -51,7 +52,13 @@ class Simulator(Protocol):
 
 class SimulatorKind(str, Enum):
     llm = "llm"
-    retrieval = "retrieval"
+    retrieval = "retrieval"  # colbench-backend
+    rules = "rules"  # elicitation
+
+
+def cut_reply(reply: str, max_chars: int) -> str:
+    """The simulator's reply, stripped and cut to `max_chars` characters."""
+    return reply.strip()[:max_chars]
 
 
 def words(text: str) -> list[str]:
@@ -86,9 +93,10 @@ class RetrievalSimulator:
 
 @dataclass
 class LLMSimulator:
-    """The protocol's LLM simulator on any engine (greedy decoding)."""
+    """The protocol's LLM simulator on any engine (greedy decoding), prompted by the task."""
 
     engine: Engine
+    task: Any  # components.tasks.base.Task
     max_tokens: int = 128
     max_chars: int = 400
     name: str = field(default="llm", init=False)
@@ -96,18 +104,22 @@ class LLMSimulator:
     def reply(self, requests: Sequence[SimRequest]) -> list[str]:
         if not requests:
             return []
-        conversations = [
-            simulator_messages(r.task.problem_description, r.task.hidden_information, r.dialogue) for r in requests
-        ]
+        conversations = [self.task.simulator_messages(r.task, r.dialogue) for r in requests]
         sampling = SamplingConfig(temperature=0.0, max_tokens=self.max_tokens)
         generations = self.engine.chat(conversations, sampling, [r.seed for r in requests])
         return [cut_reply(g.text, self.max_chars) or DONT_KNOW for g in generations]
 
 
-def make_simulator(kind: SimulatorKind, engine: Engine | None, max_tokens: int, max_chars: int) -> Simulator:
-    """Build the simulator named by `kind`; `llm` needs an engine."""
-    if kind == SimulatorKind.retrieval:
-        return RetrievalSimulator(max_chars=max_chars)
+def make_simulator(
+    kind: SimulatorKind | None, task, engine: Engine | None, max_tokens: int, max_chars: int
+) -> Simulator:
+    """The simulator named by `kind` for `task` (None: the task's first offline one); `llm` needs an engine."""
+    if kind != SimulatorKind.llm:
+        name = kind.value if kind else task.offline_simulators[0]
+        if name not in task.offline_simulators:
+            valid = ", ".join(("llm", *task.offline_simulators))
+            raise ValueError(f"task {task.name} has no simulator '{name}' (it has: {valid})")
+        return task.offline_simulator(name, max_chars)
     if engine is None:
         raise ValueError("the llm simulator needs an engine (set --simulator-model or use the agent's engine)")
-    return LLMSimulator(engine=engine, max_tokens=max_tokens, max_chars=max_chars)
+    return LLMSimulator(engine=engine, task=task, max_tokens=max_tokens, max_chars=max_chars)

@@ -1,25 +1,25 @@
 """What SWEET-RL's critic reads and what it says about a dialogue.
 
 `critic_sequence`: a trajectory's stored token ids behind the reference prefix built from the
-task's training-time information c (`hidden_information`; the actor never sees it).
+task's training-time information c (`Task.training_info`, e.g. ColBench backend's hidden
+information; the actor never sees it).
 `dialogue_advantages`: the critic's per-turn advantages of whole dialogues (eq. 1), for held-out
 checks and `render_advantages`, the per-turn advantage view of sample dialogues kept in MLflow.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 import torch
 
 from components.data.records import Trajectory
-from components.data.tasks import BackendTask
 from components.lm.advantage import turn_advantages
 from components.lm.forward import turn_logprob_sums
 from components.lm.sequences import TokenSequence, collate, dialogue_sequence, reference_prefix, with_prefix
 
 
-def task_of(task_id: str, task_index: int, tasks: Sequence[BackendTask]) -> BackendTask:
+def task_of(task_id: str, task_index: int, tasks: Sequence[Any]) -> Any:
     """The task a record names; its id must match (else the tasks file is not the rollouts' one)."""
     if task_index >= len(tasks) or tasks[task_index].task_id != task_id:
         raise ValueError(
@@ -29,8 +29,9 @@ def task_of(task_id: str, task_index: int, tasks: Sequence[BackendTask]) -> Back
     return tasks[task_index]
 
 
-def critic_sequence(traj: Trajectory, task: BackendTask, tokenizer) -> TokenSequence:
-    return with_prefix(dialogue_sequence(traj), reference_prefix(tokenizer, task.hidden_information))
+def critic_sequence(traj: Trajectory, info: str, tokenizer) -> TokenSequence:
+    """The trajectory's token ids behind the reference prefix of the training-time information `info`."""
+    return with_prefix(dialogue_sequence(traj), reference_prefix(tokenizer, info))
 
 
 @torch.no_grad()

@@ -1,0 +1,1 @@
+"""The sandbox that scores untrusted answers outside the pipeline's process."""

@@ -36,23 +36,13 @@ from pydantic import BaseModel, Field
 
 from components.data.records import RecordError, parse_row, write_jsonl
 from components.data.tasks import BackendTask, load_backend_tasks
+from components.scoring.result import ScoreResult
 from components.scoring.rules import prepare_answer
 from components.scoring.sandbox import Limits, RunResult, SandboxPool
 from components.scoring.wire import from_wire, outputs_equal
 
 DEFAULT_CACHE_DIR = Path("data/cache/scoring")
 CACHE_VERSION = 1
-
-
-class ScoreResult(BaseModel):
-    """Score of one answer on one task."""
-
-    index: int = Field(description="0-based index of the task in the tasks list/file")
-    score: float = Field(ge=0.0, le=1.0, description="passed / total")
-    passed: int = Field(ge=0)
-    total: int = Field(ge=0)
-    success: bool = Field(description="score == 1.0")
-    error: str | None = Field(default=None, description="why the answer lost points, if known")
 
 
 class AnswerRow(BaseModel):

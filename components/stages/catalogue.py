@@ -7,6 +7,10 @@ which algorithms use it. Everything else reads this table: the root dvc.yaml is 
 (`python -m flows.plan`, checked by tests/unit/test_catalogue.py), the pipeline's per-iteration
 dvc.yaml files, the flows' step order, the MLflow trackers and each stage module's command line.
 
+The catalogue knows no task: a stage that plays one reads TASK among its sections and TASKS among
+its inputs, which the caller resolves with the task's sections and records file (components/tasks),
+so that a stage that plays no task does not depend on the tasks' code.
+
 A stage's code dependencies are not typed here: `code_deps` computes them as every project file
 its module imports, transitively (including imports inside functions, and the scripts a module
 starts by file name, such as the scoring fork-server), so editing any of them re-runs the stage.
@@ -19,6 +23,7 @@ from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache
 from pathlib import Path
+from typing import Sequence
 
 from components.config.training import TrainLayout
 
@@ -33,6 +38,7 @@ class Kind(str, Enum):
     train = "train"  # a SWEET-RL / baseline training step
     cory = "cory"  # CORY/PPO on GSM8K: iterates itself, logs per-iteration eval runs
     model = "model"  # prepares the embedded default model (the root dvc.yaml only)
+    data = "data"  # generates a task's records (a task with `generator`; the pipeline's first stage)
 
 
 @dataclass(frozen=True)
@@ -61,21 +67,32 @@ class Stage:
     dialogues: str | None = None  # trajectories rendered as sample dialogues
     sample_key: str | None = None  # `section.key` giving how many dialogues to render
 
+    def sections_for(self, task_sections: Sequence[str]) -> tuple[str, ...]:
+        """The sections it reads when playing a task whose own sections are `task_sections`
+        (Task.sections): TASK stands for `task` and those."""
+        out: list[str] = []
+        for name in self.sections:
+            out += [TASK, *task_sections] if name == TASK else [name]
+        return tuple(out)
+
     def outs_for(self, algo: str | None) -> tuple[Out, ...]:
         """The outs under `algo` (SFT, rft's actor loss, has no reference pass to cache)."""
         if self.name == "actor" and algo == "rft":
             return tuple(o for o in self.outs if not o.path.endswith("reference_logprobs.jsonl"))
         return self.outs
 
-    def inputs_for(self, algo: str | None) -> tuple[str, ...]:
-        """The inputs under `algo` (the actor trains on another file per algorithm)."""
+    def inputs_for(self, algo: str | None, tasks_file_key: str) -> tuple[str, ...]:
+        """The inputs under `algo` (the actor trains on another file per algorithm), TASKS being the
+        records file of the task played (`tasks_file_key`: its Task.file_key)."""
+        inputs = tuple(f"${{{tasks_file_key}}}" if i == TASKS else i for i in self.inputs)
         if self.name == "actor" and algo in ACTOR_INPUT:
-            return tuple(i for i in self.inputs if i not in ACTOR_INPUT.values()) + (ACTOR_INPUT[algo],)
-        return self.inputs
+            return tuple(i for i in inputs if i not in ACTOR_INPUT.values()) + (ACTOR_INPUT[algo],)
+        return inputs
 
 
-COLBENCH = frozenset({"sweet", "mtdpo", "rft"})
-TASKS = "${data.backend_tasks}"
+COLBENCH = frozenset({"sweet", "mtdpo", "rft"})  # the collaborative-task algorithms (any task)
+TASK = "task"  # in `sections`: the `task` section and the sections of the task it names
+TASKS = "<tasks file>"  # in `inputs`: the records file of the run's task (Task.file_key)
 ROLLOUTS = "${train.trajectories}/trajectories.jsonl"
 ACTOR_INPUT = {"sweet": str(TRAIN.ranking_dir / "turn_pairs.jsonl"), "mtdpo": str(TRAIN.pairs), "rft": ROLLOUTS}
 
@@ -111,10 +128,22 @@ STAGES: dict[str, Stage] = {
             args=("--out", "${model.out_dir}"),
         ),
         Stage(
+            "elicitation_tasks",
+            "task generation",
+            "components.tasks.elicitation_generate",
+            ("elicitation",),
+            (),
+            (),
+            (Out("${elicitation.file}"),),
+            None,
+            Kind.data,
+            frozenset(),
+        ),
+        Stage(
             "eval_zero_shot",
             "evaluation",
             "components.stages.evaluate",
-            ("data", "episode", "eval"),
+            (TASK, "episode", "eval"),
             (TASKS,),
             ("${eval.model}",),
             _episode_outs("${eval.out_dir}", True),
@@ -129,7 +158,7 @@ STAGES: dict[str, Stage] = {
             "rollouts",
             "rollouts",
             "components.stages.rollouts",
-            ("data", "episode", "rollouts"),
+            (TASK, "episode", "rollouts"),
             (TASKS,),
             ("${rollouts.model}",),
             _episode_outs("${rollouts.out_dir}", False),
@@ -157,7 +186,7 @@ STAGES: dict[str, Stage] = {
             "critic",
             "critic",
             "components.stages.critic",
-            ("critic", "train", "data"),
+            ("critic", "train", TASK),
             (ROLLOUTS, str(TRAIN.pairs), TASKS),
             ("${critic.model}",),
             _training_outs(TRAIN.critic_dir),
@@ -183,7 +212,7 @@ STAGES: dict[str, Stage] = {
             "ranking",
             "ranking",
             "components.stages.ranking",
-            ("ranking", "critic", "train", "data"),
+            ("ranking", "critic", "train", TASK),
             (str(TRAIN.candidates), TASKS),
             (str(TRAIN.critic_dir / "model"), "${critic.model}", "${train.model}"),
             (
@@ -224,7 +253,7 @@ STAGES: dict[str, Stage] = {
             "eval_actor",
             "evaluation",
             "components.stages.evaluate",
-            ("data", "episode", "eval"),
+            (TASK, "episode", "eval"),
             (TASKS,),
             (str(TRAIN.actor_dir / "model"),),
             _episode_outs(str(TRAIN.root / "eval"), True),

@@ -1,7 +1,8 @@
 """Train SWEET-RL's asymmetric critic with a trajectory-level Bradley-Terry objective.
 
 Reads: the scored rollouts (`trajectories.jsonl`), their trajectory pairs (`pairs.jsonl`, from
-components.stages.pairs) and the tasks file (for the training-time information c). Writes to out_dir:
+components.stages.pairs) and the run task's records (for its training-time information c,
+`Task.training_info`: ColBench backend's hidden information, the elicitation task's preferences). Writes to out_dir:
 `reference_logprobs.jsonl` (the frozen reference critic's per-turn sums, one pass, cached),
 `checkpoints/step-N/`, `train_metrics.jsonl` (one row per step), `model/` (the trained critic,
 an HF folder with `train_config.json`), `advantages.md` (the trained critic's per-turn advantages
@@ -11,7 +12,7 @@ Implements Zhou et al. 2025, eq. 1-2 (ALGORITHMS.md SWEET-RL 3): score(tau) = su
 of beta * mean_l [log pi_critic - log pi_ref] with c in context; loss = -log sigmoid(score(chosen)
 - score(rejected)). The reference is the initial critic (same base model), as in the paper.
 Option `normalize: joint` takes the authors' code's single mean over all agent tokens.
-Run as `python -m components.stages.critic --config JSON` (one process per step).
+Run as `python -m components.stages.critic` (one process per step).
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ import torch
 
 from components.config.training import CriticConfig, TrainLayout
 from components.data.records import Trajectory, TrajectoryPair, read_jsonl
-from components.data.tasks import load_backend_tasks
 from components.lm.advantage import trajectory_scores
 from components.lm.critic_inputs import critic_sequence, dialogue_advantages, pad_sums, render_advantages, task_of
 from components.lm.forward import frozen_reference_sums, turn_logprob_sums
@@ -35,6 +35,8 @@ from components.lm.losses import bradley_terry_loss
 from components.lm.sequences import TokenSequence, collate
 from components.stages.cli import stage_cli
 from components.stages.result import StageResult
+from components.tasks.base import Task
+from components.tasks.registry import task_from_sections, task_sections
 from components.training.loop import resume_point, summarize_history, train
 from components.training.models import load_trainable, save_model
 
@@ -51,14 +53,18 @@ class CriticPair:
 
 
 def pair_sequences(
-    pairs: list[TrajectoryPair], trajs: dict[str, Trajectory], tasks, tokenizer, max_length: int
+    pairs: list[TrajectoryPair], trajs: dict[str, Trajectory], task: Task, tokenizer, max_length: int
 ) -> tuple[list[tuple[TokenSequence, TokenSequence]], list[TrajectoryPair]]:
     """(chosen, rejected) critic sequences of the pairs that fit `max_length`, and those pairs."""
+    from components.data.split import Split
+
+    records = task.records(Split.train)
     seq_of: dict[str, TokenSequence] = {}
     for key in {k for p in pairs for k in (p.chosen, p.rejected)}:
         if key not in trajs:
             raise ValueError(f"pairs name trajectory {key}, which the trajectories file does not hold")
-        seq_of[key] = critic_sequence(trajs[key], task_of(trajs[key].task_id, trajs[key].task_index, tasks), tokenizer)
+        info = task.training_info(task_of(trajs[key].task_id, trajs[key].task_index, records))
+        seq_of[key] = critic_sequence(trajs[key], info, tokenizer)
     kept = [p for p in pairs if max(len(seq_of[p.chosen].ids), len(seq_of[p.rejected].ids)) <= max_length]
     return [(seq_of[p.chosen], seq_of[p.rejected]) for p in kept], kept
 
@@ -121,7 +127,7 @@ def write_advantage_view(
     path.write_text(render_advantages(items))
 
 
-def run(cfg: CriticConfig, trajectories: Path, pairs: Path, tasks_file: Path, out_dir: Path) -> StageResult:
+def run(cfg: CriticConfig, trajectories: Path, pairs: Path, task: Task, out_dir: Path) -> StageResult:
     """Train the critic; see the module docstring for the files written."""
     from transformers import AutoTokenizer
 
@@ -135,7 +141,7 @@ def run(cfg: CriticConfig, trajectories: Path, pairs: Path, tasks_file: Path, ou
             f"{pairs} holds no trajectory pairs: no task was solved in the rollouts "
             "(lower pairs.min_chosen_score or collect more rollouts)"
         )
-    seq_pairs, kept = pair_sequences(pair_rows, trajs, load_backend_tasks(tasks_file), tokenizer, cfg.max_length)
+    seq_pairs, kept = pair_sequences(pair_rows, trajs, task, tokenizer, cfg.max_length)
     too_long = len(pair_rows) - len(kept)
     if too_long:
         log.warning("%d of %d pairs exceed max_length %d and are left out", too_long, len(pair_rows), cfg.max_length)
@@ -172,9 +178,7 @@ def run(cfg: CriticConfig, trajectories: Path, pairs: Path, tasks_file: Path, ou
 
 
 def main() -> None:
-    from components.data.split import Split
-
-    sections, _ = stage_cli("components.stages.critic")
+    sections, _ = stage_cli("components.stages.critic", task_sections)
     cfg, train_cfg = sections["critic"], sections["train"]
     torch.manual_seed(cfg.optim.seed)
     layout = TrainLayout(train_cfg.out_dir)
@@ -182,7 +186,7 @@ def main() -> None:
         cfg,
         train_cfg.trajectories / "trajectories.jsonl",
         layout.pairs,
-        sections["data"].tasks_file(Split.train),
+        task_from_sections(sections),
         layout.critic_dir,
     )
     print(json.dumps(result.metrics))

@@ -1,10 +1,12 @@
-"""Evaluation stage: a model's collaborative episodes on ColBench backend tasks, scored, with metrics.
+"""Evaluation stage: a model's collaborative episodes on the run's task (params `task`), scored, with metrics.
 
-Reads: the tasks file (params `data`), the agent model (HF folder or id). Writes to the output
-folder: `trajectories.jsonl` (one `Trajectory` per episode: dialogue, exact token ids and
-log-probs of every agent action, answer, score), `scores.jsonl` (one row per episode: index of
-the task in the tasks file, seed, score, passed, total, success, error) and `metrics.json`
-(success_rate, tests_passed, mean_turns, n, their 95% bootstrap intervals, per-seed values).
+Reads: the task's records file (its params section, e.g. `data` for ColBench backend), the agent
+model (HF folder or id). Writes to the output folder: `trajectories.jsonl` (one `Trajectory` per
+episode: dialogue, exact token ids and log-probs of every agent action, answer, score),
+`scores.jsonl` (one row per episode: index of the task in the tasks file, seed, score, passed,
+total, success, error) and `metrics.json` (success_rate, mean_score (the graded score in [0, 1];
+ColBench backend keeps it as tests_passed too), mean_turns, n, their 95% bootstrap intervals, the
+same per task group where the task has groups (e.g. `mean_score_heldout`), per-seed values).
 Episodes are appended as each ends and a re-run resumes after them (components/episodes/play.py).
 """
 
@@ -15,30 +17,33 @@ import json
 from pathlib import Path
 from typing import Callable, TypeVar
 
-from components.config.sections import DataConfig, EpisodeSection, EpisodeStageConfig, EvalConfig
+from components.config.sections import EpisodeSection, EpisodeStageConfig, EvalConfig
 from components.episodes.metrics import per_seed, summarize
 from components.episodes.play import run_and_score, write_outputs
 from components.stages.cli import stage_cli
 from components.stages.result import StageResult
+from components.tasks.base import Task
+from components.tasks.registry import task_from_sections, task_sections
 
 C = TypeVar("C", bound=EpisodeStageConfig)
 
 
-def run(cfg: EvalConfig, episode: EpisodeSection, data: DataConfig, out_dir: Path) -> StageResult:
+def run(cfg: EvalConfig, episode: EpisodeSection, task: Task, out_dir: Path) -> StageResult:
     """Evaluate `cfg.model`; see the module docstring for the files written."""
-    trajs, speed = run_and_score(cfg, episode, data, out_dir, cfg.seeds, 1, "eval")
-    metrics = summarize(trajs, cfg.bootstrap_samples) | speed
-    metrics["per_seed"] = per_seed(trajs)
+    trajs, speed = run_and_score(cfg, episode, task, out_dir, cfg.seeds, 1, "eval")
+    records = task.records(cfg.split)
+    groups = {t.task_index: task.group(records[t.task_index]) for t in trajs}
+    groups = {i: g for i, g in groups.items() if g is not None}
+    metrics = summarize(trajs, cfg.bootstrap_samples, task.score_alias, groups) | speed
+    metrics["per_seed"] = per_seed(trajs, task.score_alias)
     return StageResult(paths=write_outputs(out_dir, trajs, metrics), metrics=metrics)
 
 
-def stage_main(
-    module: str, section: str, run_stage: Callable[[C, EpisodeSection, DataConfig, Path], StageResult]
-) -> None:
+def stage_main(module: str, section: str, run_stage: Callable[[C, EpisodeSection, Task, Path], StageResult]) -> None:
     """`python -m <module> [--model M] [--out DIR]`: run an episode stage on the params file's sections,
     print its flat metrics as JSON. `--model`/`--out` override `<section>.model`/`.out_dir` (DVC
     evaluating the trained actor)."""
-    sections, argv = stage_cli(module)
+    sections, argv = stage_cli(module, task_sections)
     parser = argparse.ArgumentParser(prog=f"python -m {module}")
     parser.add_argument("--model", help=f"agent model [{section}.model]")
     parser.add_argument("--out", help=f"output folder [{section}.out_dir]")
@@ -46,7 +51,7 @@ def stage_main(
     cfg = sections[section].model_copy(
         update={k: v for k, v in (("model", args.model), ("out_dir", args.out and Path(args.out))) if v}
     )
-    result = run_stage(cfg, sections["episode"], sections["data"], cfg.out_dir)
+    result = run_stage(cfg, sections["episode"], task_from_sections(sections), cfg.out_dir)
     print(json.dumps({k: v for k, v in result.metrics.items() if not isinstance(v, dict)}))
 
 

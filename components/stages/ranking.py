@@ -33,12 +33,14 @@ from components.config.training import (
     TrainLayout,
 )
 from components.data.records import Candidate, TurnCandidates, read_jsonl, read_resumable, write_jsonl
-from components.data.tasks import load_backend_tasks
+from components.data.split import Split
 from components.lm.critic_inputs import task_of
 from components.lm.sequences import reference_prefix
 from components.lm.shared_prefix import continuation_logprobs
 from components.stages.cli import stage_cli
 from components.stages.result import StageResult
+from components.tasks.base import Task
+from components.tasks.registry import task_from_sections, task_sections
 from components.training.models import load_frozen, train_device_dtype
 
 log = logging.getLogger(__name__)
@@ -103,7 +105,7 @@ def rank(
 
 
 def run(
-    cfg: RankingConfig, models: RankingModels, beta: float, candidates: Path, tasks_file: Path, out_dir: Path
+    cfg: RankingConfig, models: RankingModels, beta: float, candidates: Path, task: Task, out_dir: Path
 ) -> StageResult:
     """Score and rank; see the module docstring for the files written."""
     from transformers import AutoTokenizer
@@ -111,14 +113,14 @@ def run(
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     states = list(read_jsonl(candidates, TurnCandidates))
-    tasks = load_backend_tasks(tasks_file)
+    tasks = task.records(Split.train)
     tokenizer = AutoTokenizer.from_pretrained(models.critic)
     prefixes = {}
 
     def with_c(state: TurnCandidates) -> list[int]:
         if state.task_index not in prefixes:
-            task = task_of(state.task_id, state.task_index, tasks)
-            prefixes[state.task_index] = reference_prefix(tokenizer, task.hidden_information)
+            record = task_of(state.task_id, state.task_index, tasks)
+            prefixes[state.task_index] = reference_prefix(tokenizer, task.training_info(record))
         return prefixes[state.task_index] + state.prompt_ids
 
     if cfg.baseline == Baseline.reference:
@@ -143,9 +145,7 @@ def run(
 
 
 def main() -> None:
-    from components.data.split import Split
-
-    sections, _ = stage_cli("components.stages.ranking")
+    sections, _ = stage_cli("components.stages.ranking", task_sections)
     critic, train_cfg = sections["critic"], sections["train"]
     layout = TrainLayout(train_cfg.out_dir)
     models = RankingModels(critic=str(layout.critic_dir / "model"), reference=critic.model, actor=train_cfg.model)
@@ -154,7 +154,7 @@ def main() -> None:
         models,
         critic.beta,
         layout.candidates,
-        sections["data"].tasks_file(Split.train),
+        task_from_sections(sections),
         layout.ranking_dir,
     )
     print(json.dumps(result.metrics))

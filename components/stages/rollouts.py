@@ -5,12 +5,13 @@ score each. The paper uses 15k offline backend trajectories of the 8B actor; the
 sample k=3 per task, our default (params `rollouts.per_task`). Later steps read this file: the
 trajectory pairs of step 2 compare the K trajectories of one task.
 
-Reads: the tasks file (params `data`, split `rollouts.split`, first `rollouts.limit` tasks), the
-agent model (HF folder or id). Writes to the output folder:
+Reads: the run task's records file (params `task` and the task's section, split `rollouts.split`,
+first `rollouts.limit` tasks), the agent model (HF folder or id). Writes to the output folder:
 - `trajectories.jsonl`: one `Trajectory` per episode (dialogue, exact token ids and log-probs of
   every agent action, answer, score); episode k of a task under run seed s has `sample` k and its
   own seed derived from (s, task id, k) (components/episodes/driver.py);
-- `metrics.json`: n_tasks, n_trajectories, success_rate and tests_passed (over trajectories),
+- `metrics.json`: n_tasks, n_trajectories, success_rate and mean_score (over trajectories;
+  ColBench backend also as tests_passed),
   solved_task_fraction (tasks with at least one success), contrast_task_fraction (tasks whose K
   scores are not all equal: the ones that give trajectory pairs), mean_turns, answered_rate and
   the speed of the episodes run now (episodes_run, rollout_seconds, episodes_per_s,
@@ -19,9 +20,10 @@ agent model (HF folder or id). Writes to the output folder:
 
 Episodes are appended as each ends and a re-run skips the (task, run seed, sample) already
 written, unless the episode fingerprint changed (then all restart); scoring runs in the sandbox
-once all exist and replaces the file atomically. All of it is evaluate's machinery
-(`evaluate.run_and_score`). Departure from the paper: the simulator defaults to the retrieval
-simulator on CPU (params `rollouts.simulator`), where the paper uses a 70B LLM simulator.
+once all exist and replaces the file atomically. All of it is the episode machinery
+(`components/episodes/play.py`). Departure from the paper: the simulator defaults to the task's
+offline one (ColBench backend: retrieval) on CPU (params `rollouts.simulator`), where the paper
+uses a 70B LLM simulator.
 With `rollouts.offline` set, the scored trajectories in that file are used instead of sampling
 (the paper's offline setting: trajectories collected once, possibly by another actor).
 Run as `python -m components.stages.rollouts` so vLLM's memory is returned afterwards.
@@ -36,14 +38,15 @@ from typing import Sequence
 
 import numpy as np
 
-from components.config.sections import DataConfig, EpisodeSection, RolloutsConfig, check_rollouts
+from components.config.sections import EpisodeSection, RolloutsConfig, check_rollouts
 from components.data.records import RecordError, Trajectory, read_jsonl
 from components.episodes.play import replace_trajectories, run_and_score
 from components.stages.evaluate import stage_main
 from components.stages.result import StageResult
+from components.tasks.base import Task
 
 
-def rollout_metrics(trajs: Sequence[Trajectory]) -> dict[str, float]:
+def rollout_metrics(trajs: Sequence[Trajectory], alias: str | None = None) -> dict[str, float]:
     """Headline figures of scored rollouts (see the module docstring)."""
     if not trajs:
         raise ValueError("no scored trajectories to summarize")
@@ -52,11 +55,12 @@ def rollout_metrics(trajs: Sequence[Trajectory]) -> dict[str, float]:
     for t in trajs:
         scores[t.task_index].append(float(t.score or 0.0))
         solved[t.task_index] |= bool(t.success)
-    return {
+    mean_score = float(np.mean([t.score or 0.0 for t in trajs]))
+    return ({alias: mean_score} if alias else {}) | {
         "n_tasks": len(scores),
         "n_trajectories": len(trajs),
         "success_rate": float(np.mean([bool(t.success) for t in trajs])),
-        "tests_passed": float(np.mean([t.score or 0.0 for t in trajs])),
+        "mean_score": mean_score,
         "solved_task_fraction": float(np.mean(list(solved.values()))),
         "contrast_task_fraction": float(np.mean([len(set(s)) > 1 for s in scores.values()])),
         "mean_turns": float(np.mean([len(t.turns) for t in trajs])),
@@ -76,15 +80,15 @@ def offline_trajectories(path: Path) -> list[Trajectory]:
     return trajs
 
 
-def run(cfg: RolloutsConfig, episode: EpisodeSection, data: DataConfig, out_dir: Path) -> StageResult:
+def run(cfg: RolloutsConfig, episode: EpisodeSection, task: Task, out_dir: Path) -> StageResult:
     """Sample `cfg.per_task` scored trajectories per selected task; see the module docstring."""
     check_rollouts(cfg, episode)
     if cfg.offline is not None:
         trajs, speed = offline_trajectories(cfg.offline), {"episodes_run": 0}
         out_dir.mkdir(parents=True, exist_ok=True)
     else:
-        trajs, speed = run_and_score(cfg, episode, data, out_dir, [cfg.seed], cfg.per_task, "rollouts")
-    metrics = rollout_metrics(trajs) | speed
+        trajs, speed = run_and_score(cfg, episode, task, out_dir, [cfg.seed], cfg.per_task, "rollouts")
+    metrics = rollout_metrics(trajs, task.score_alias) | speed
     paths = {"trajectories.jsonl": replace_trajectories(out_dir, trajs), "metrics.json": out_dir / "metrics.json"}
     paths["metrics.json"].write_text(json.dumps(metrics, indent=2) + "\n")
     return StageResult(paths=paths, metrics=metrics)

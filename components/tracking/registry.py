@@ -1,10 +1,14 @@
 """The model registry gate: register an evaluated actor, promote it only when it beats the champion.
 
-Every evaluated actor becomes a version of the registered model (default `sweetflow-actor`) whose
+Every evaluated actor becomes a version of its task's registered model (`registered_name(task)`:
+`sweetflow-actor` for the ColBench backend task, `sweetflow-actor-<task>` for any other) whose
 source is its HF folder, tagged with its eval metrics, and takes the alias `candidate`. It also
 takes `champion` when there is no champion yet, or when its success rate on the eval split is
-higher than the champion's (equal success: higher tests passed). A tie keeps the champion, so a
-re-run of the same model never churns the alias. Uses the project's MLflow store
+higher than the champion's (equal success: higher mean score, the graded score in [0, 1]). One
+registered model per task means a champion is only ever compared with actors of the same task.
+A tie keeps the champion, so a re-run of the same model never churns the alias. Metrics (and
+champions' tags) from before `mean_score` existed carry only `tests_passed`, ColBench backend's
+mean score, which stands in for it. Uses the project's MLflow store
 (components.tracking.store.configure).
 """
 
@@ -13,9 +17,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-MODEL_NAME = "sweetflow-actor"
+MODEL_NAME = "sweetflow-actor"  # the ColBench backend task's model (the name from before there were tasks)
+DEFAULT_TASK = "colbench-backend"  # the task of runs and metrics that name none
 CANDIDATE, CHAMPION = "candidate", "champion"
-KEYS = ("success_rate", "tests_passed")
+KEYS = ("success_rate", "mean_score")  # compared in this order
+LEGACY_SCORE = "tests_passed"  # ColBench backend's mean_score under its older name
+
+
+def registered_name(task: str) -> str:
+    """The registered model of `task`'s actors: `sweetflow-actor` for the ColBench backend (the name
+    from before there were tasks), else `sweetflow-actor-<task>`."""
+    if not task:
+        raise ValueError("registered_name needs a task name")
+    return MODEL_NAME if task == DEFAULT_TASK else f"{MODEL_NAME}-{task}"
 
 
 @dataclass(frozen=True)
@@ -32,8 +46,15 @@ def _client():
     return MlflowClient()
 
 
+def _value(tags_or_metrics: dict, key: str):
+    """`key`'s value; `tests_passed` stands in for a missing `mean_score` (older callers and champions)."""
+    if key == "mean_score" and key not in tags_or_metrics:
+        return tags_or_metrics.get(LEGACY_SCORE)
+    return tags_or_metrics.get(key)
+
+
 def _score(tags_or_metrics: dict) -> tuple[float, float]:
-    return tuple(float(tags_or_metrics[k]) for k in KEYS)
+    return tuple(float(_value(tags_or_metrics, k)) for k in KEYS)
 
 
 def current_champion(name: str = MODEL_NAME):
@@ -50,17 +71,18 @@ def register(model_dir: Path, run_id: str, metrics: dict, name: str = MODEL_NAME
     """A new version for `model_dir` with alias `candidate`; returns the version."""
     from mlflow.exceptions import MlflowException
 
-    missing = [k for k in KEYS if k not in metrics]
+    missing = [k for k in KEYS if _value(metrics, k) is None]
     if missing:
         raise ValueError(f"cannot register {model_dir}: eval metrics lack {', '.join(missing)}")
+    tags = {k: str(float(_value(metrics, k))) for k in KEYS}
+    if LEGACY_SCORE in metrics:
+        tags[LEGACY_SCORE] = str(float(metrics[LEGACY_SCORE]))
     client = _client()
     try:
         client.get_registered_model(name)
     except MlflowException:
-        client.create_registered_model(name, description="SWEET-RL actors evaluated on ColBench's eval split")
-    version = client.create_model_version(
-        name, source=str(Path(model_dir).resolve()), run_id=run_id, tags={k: str(float(metrics[k])) for k in KEYS}
-    ).version
+        client.create_registered_model(name, description="sweetflow actors of one task, evaluated on its eval split")
+    version = client.create_model_version(name, source=str(Path(model_dir).resolve()), run_id=run_id, tags=tags).version
     client.set_registered_model_alias(name, CANDIDATE, version)
     return version
 
@@ -74,6 +96,9 @@ def registered_version(model_dir: Path, name: str = MODEL_NAME):
 
 def gate(model_dir: Path, run_id: str, metrics: dict, name: str = MODEL_NAME) -> GateResult:
     """Register the evaluated actor as `candidate`; make it `champion` only if it beats the champion.
+
+    `name` is the task's registered model (`registered_name(task)`; the default is the ColBench
+    backend's); `metrics` holds success_rate and mean_score (or, from older callers, tests_passed).
 
     A folder registered before (a re-run whose evaluation DVC skipped) is not registered again: its
     version becomes `candidate` again and the champion is left as it is."""

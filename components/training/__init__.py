@@ -1,0 +1,1 @@
+"""The training loop, checkpoints and model loading shared by every training stage."""

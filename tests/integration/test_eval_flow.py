@@ -59,7 +59,6 @@ def check_outputs(out: Path, n: int) -> dict:
 
 def test_eval_flow_hf_engine_tracks_to_mlflow(workdir):
     import mlflow
-
     from flows.eval_flow import EvalParams, eval_flow
 
     write_params(workdir, "hf", 2)

@@ -72,9 +72,8 @@ def _runs(parent: str | None = None) -> list:
 
 
 def test_smoke_pipeline_tracks_every_step_and_a_second_run_skips_them(overrides, project_dir):
-    from mlflow import MlflowClient
-
     from flows.pipeline_flow import PipelineParams, pipeline_flow
+    from mlflow import MlflowClient
 
     params = PipelineParams(profile="smoke", overrides=overrides)
     first = pipeline_flow(params)

@@ -46,7 +46,6 @@ def workdir(workdir):
 
 def test_rollouts_flow_k_scored_trajectories_per_train_task(workdir):
     import mlflow
-
     from components.config.sections import DataConfig, RolloutsConfig, load_section
     from components.episodes.play import select_tasks
     from flows.rollouts_flow import RolloutsParams, rollouts_flow

@@ -1,4 +1,7 @@
-"""`sweetflow compare`: evaluated iterations read back from a real MLflow sqlite store."""
+"""`sweetflow compare`: evaluated iterations read back from a real MLflow sqlite store.
+
+The module's store holds runs from before there were tasks (no `sweetflow.task` tag, `tests_passed`
+instead of `mean_score`): they read as task colbench-backend with mean_score = tests_passed."""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from components.tracking import store as tracking
-from components.tracking.compare import CompareError, eval_runs, format_table, plot
+from components.tracking.compare import CompareError, UnknownTaskError, eval_runs, figure, format_table, plot
 from flows.cli import app
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -95,6 +98,7 @@ def store(populated, monkeypatch):
 def test_eval_runs_one_row_per_evaluated_iteration(store):
     df = eval_runs("sweetflow-pipeline")
     assert len(df) == 6  # the pipeline runs and the non-eval step are left out
+    assert set(df["task"]) == {"colbench-backend"} and "tests_passed" not in df.columns  # untagged: old runs
     assert list(zip(df["algo"], df["iteration"])) == [
         ("rft", 0),
         ("rft", 1),
@@ -105,21 +109,23 @@ def test_eval_runs_one_row_per_evaluated_iteration(store):
     ]
     for _, row in df.iterrows():
         sr, tp, n = SCORES[(row["algo"], row["iteration"])]
-        assert row["success_rate"] == pytest.approx(sr) and row["tests_passed"] == pytest.approx(tp)
+        assert row["success_rate"] == pytest.approx(sr) and row["mean_score"] == pytest.approx(tp)
         assert row["n"] == n and row["status"] == "FINISHED"
         assert row["run"] == f"pipeline {row['algo']}" and row["parent_run_id"] == store[row["algo"]]
     sweet, rft = df[df.algo == "sweet"].iloc[1], df[df.algo == "rft"].iloc[1]
     assert sweet["profile"] == "smoke" and rft["profile"] == "default"
-    assert sweet["success_rate_ci_low"] == pytest.approx(0.20) and sweet["tests_passed_ci_high"] == pytest.approx(0.55)
-    assert math.isnan(rft["success_rate_ci_low"]) and math.isnan(rft["tests_passed_ci_high"])
+    assert sweet["success_rate_ci_low"] == pytest.approx(0.20) and sweet["mean_score_ci_high"] == pytest.approx(0.55)
+    assert sweet["mean_score_ci_low"] == pytest.approx(0.35)  # tests_passed's bounds stand in too
+    assert math.isnan(rft["success_rate_ci_low"]) and math.isnan(rft["mean_score_ci_high"])
     assert "reward" not in df.columns
 
 
 def test_format_table_sorted_with_interval_columns(store):
     text = format_table(eval_runs("sweetflow-pipeline"))
-    header, rule, *rows = text.splitlines()
+    title, header, rule, *rows = text.splitlines()
+    assert title == "task: colbench-backend"
     assert header.split()[:5] == ["run", "algo", "iter", "profile", "success_rate"]
-    assert re.search(r"success_rate +95% CI +tests_passed +95% CI +n +started \(UTC\) +status$", header)
+    assert re.search(r"success_rate +95% CI +mean_score +95% CI +n +started \(UTC\) +status$", header)
     assert set(rule) <= {"-", " "} and len(rows) == 6
     assert [(r.split()[2], r.split()[3]) for r in rows] == [
         ("rft", "0"),
@@ -134,7 +140,7 @@ def test_format_table_sorted_with_interval_columns(store):
     assert all(len(r.rstrip()) <= len(rule) for r in rows)  # fixed width
     # Without any interval logged, the interval columns are left out.
     no_ci = format_table(eval_runs("sweetflow-pipeline").query("algo == 'rft'"))
-    assert "95% CI" not in no_ci and len(no_ci.splitlines()) == 5
+    assert "95% CI" not in no_ci and len(no_ci.splitlines()) == 6
 
 
 def test_extra_metric_columns(store):
@@ -142,7 +148,7 @@ def test_extra_metric_columns(store):
     sweet = df[df.algo == "sweet"]
     assert list(sweet["reward"]) == [1.0, 2.0, 3.0] and df[df.algo == "rft"]["reward"].isna().all()
     assert df["missing_metric"].isna().all()
-    header = format_table(df).splitlines()[0]
+    header = format_table(df).splitlines()[1]  # under the task line
     assert "reward" in header and "missing_metric" in header
 
 
@@ -215,8 +221,138 @@ def test_cory_agents_get_their_own_rows_lines_and_reward_columns_beside_colbench
     df = eval_runs("sweetflow-pipeline")
     assert len(df) == 6 and {"task_reward", "kl", "objective"} <= set(df.columns)
     assert df[df.algo == "sweet"]["task_reward"].isna().all() and df[df.algo == "cory"]["kl"].max() == 0.01
+    tasks = dict(zip(df["algo"], df["task"]))
+    assert tasks == {"cory": "gsm8k", "sweet": "colbench-backend"}
     text = format_table(df)
     assert "cory/agent0" in text and "cory/agent1" in text and "sweet/" not in text
+    colbench, gsm8k = text.split("\n\n")
+    assert colbench.startswith("task: colbench-backend\n") and gsm8k.startswith("task: gsm8k\n")
+    assert "cory" not in colbench and "sweet" not in gsm8k
+    assert "kl" in gsm8k.splitlines()[1] and "kl" not in colbench.splitlines()[1]  # what each task logged
     assert plot(df, tmp_path / "all.png").read_bytes()[:8] == PNG_MAGIC
     one = df[df.parent_run_id == parents["sweet"]]  # what the pipeline plots for its own parent run
     assert plot(one, tmp_path / "sweet.png").read_bytes()[:8] == PNG_MAGIC
+
+
+# task -> (algo, iteration) -> (success_rate, mean_score); each task's scores in a range of its own,
+# so a number in the wrong block or panel gives itself away.
+TASK_SCORES = {
+    "colbench-backend": {("sweet", 0): (0.11, 0.31), ("sweet", 1): (0.21, 0.41)},
+    "elicitation": {("sweet", 0): (0.61, 0.81), ("sweet", 1): (0.71, 0.91), ("rft", 1): (0.66, 0.86)},
+}
+
+
+@pytest.fixture(scope="module")
+def two_tasks(tmp_path_factory):
+    """A store with eval runs of two tasks: tagged ColBench backend and elicitation runs (with
+    mean_score and its interval; ColBench backend's also keep tests_passed), and one old untagged run
+    that logged tests_passed only (iteration 2 of a ColBench backend pipeline)."""
+    import mlflow
+
+    root = tmp_path_factory.mktemp("tasks")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(root)
+        mp.delenv("MLFLOW_TRACKING_URI", raising=False)
+        tracking.configure()
+        exp = tracking.experiment_id("sweetflow-pipeline")
+        for task, scores in TASK_SCORES.items():
+            for algo in sorted({a for a, _ in scores}):
+                with mlflow.start_run(
+                    experiment_id=exp,
+                    run_name=f"{task} {algo}",
+                    tags={"sweetflow.kind": "pipeline", "sweetflow.algo": algo, "sweetflow.task": task},
+                ) as parent:
+                    for (a, it), (sr, ms) in scores.items():
+                        if a != algo:
+                            continue
+                        tags = {"sweetflow.kind": "eval", "sweetflow.algo": algo, "sweetflow.iteration": str(it)}
+                        metrics = {"success_rate": sr, "mean_score": ms, "n": 10}
+                        metrics.update(mean_score_ci_low=ms - 0.01, mean_score_ci_high=ms + 0.01)
+                        if task == "colbench-backend":
+                            metrics["tests_passed"] = ms
+                        with mlflow.start_run(
+                            experiment_id=exp,
+                            nested=True,
+                            parent_run_id=parent.info.run_id,
+                            tags=tags | {"sweetflow.task": task},
+                        ):
+                            mlflow.log_metrics(metrics)
+        with mlflow.start_run(experiment_id=exp, run_name="old", tags={"sweetflow.kind": "pipeline"}) as parent:
+            tags = {"sweetflow.kind": "eval", "sweetflow.algo": "sweet", "sweetflow.iteration": "2"}
+            with mlflow.start_run(experiment_id=exp, nested=True, parent_run_id=parent.info.run_id, tags=tags):
+                mlflow.log_metrics(
+                    {
+                        "success_rate": 0.31,
+                        "tests_passed": 0.51,
+                        "tests_passed_ci_low": 0.5,
+                        "tests_passed_ci_high": 0.52,
+                    }
+                )
+    return root
+
+
+@pytest.fixture
+def tasks_store(two_tasks, monkeypatch):
+    monkeypatch.chdir(two_tasks)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    tracking.configure()
+
+
+def _task_of_score(value: float) -> str:
+    """The task whose range a score (or interval bound) of TASK_SCORES or the old run lies in."""
+    return "elicitation" if value > 0.6 else "colbench-backend"
+
+
+def test_an_old_untagged_run_reads_as_colbench_backend_with_tests_passed_as_mean_score(tasks_store):
+    df = eval_runs("sweetflow-pipeline")
+    old = df[df.run == "old"]
+    assert len(old) == 1 and old.iloc[0]["task"] == "colbench-backend"
+    assert old.iloc[0]["mean_score"] == pytest.approx(0.51)
+    assert (old.iloc[0]["mean_score_ci_low"], old.iloc[0]["mean_score_ci_high"]) == pytest.approx((0.5, 0.52))
+
+
+def test_two_tasks_are_two_blocks_that_never_share_a_column(tasks_store):
+    df = eval_runs("sweetflow-pipeline")
+    assert list(df["task"]) == ["colbench-backend"] * 3 + ["elicitation"] * 3  # sorted by task first
+    assert list(df[df.task == "elicitation"]["algo"]) == ["rft", "sweet", "sweet"]
+    for _, row in df[df.run != "old"].iterrows():
+        assert (row["success_rate"], row["mean_score"]) == pytest.approx(
+            TASK_SCORES[row["task"]][(row["algo"], row["iteration"])]
+        )
+    blocks = format_table(df).split("\n\n")
+    assert [b.splitlines()[0] for b in blocks] == ["task: colbench-backend", "task: elicitation"]
+    for block in blocks:
+        task = block.splitlines()[0].removeprefix("task: ")
+        header, rows = block.splitlines()[1], block.splitlines()[3:]
+        assert "mean_score" in header and "tests_passed" not in header
+        assert len(rows) == (df.task == task).sum()
+        numbers = [float(x) for r in rows for x in re.findall(r"\b0\.\d{3}\b", r)]
+        assert numbers and {_task_of_score(x) for x in numbers} == {task}
+    assert "0.810" in blocks[1] and "0.810" not in blocks[0] and "0.510" in blocks[0]
+
+
+def test_each_task_has_its_own_panels(tasks_store, tmp_path):
+    df = eval_runs("sweetflow-pipeline")
+    fig = figure(df)
+    assert len(fig.subfigs) == 2
+    for sub, task in zip(fig.subfigs, ["colbench-backend", "elicitation"]):
+        titles = [ax.get_title() for ax in sub.axes]
+        assert titles == [f"{task} · success_rate", f"{task} · mean_score"]
+        for ax in sub.axes:
+            ys = [y for c in ax.containers for y in c.lines[0].get_ydata()]
+            assert ys and {_task_of_score(y) for y in ys} == {task}
+            expected = df[df.task == task][ax.get_title().split(" · ")[1]]
+            assert sorted(ys) == pytest.approx(sorted(expected))
+    assert plot(df, tmp_path / "tasks.png").read_bytes()[:8] == PNG_MAGIC
+
+
+def test_task_filter_keeps_one_task(tasks_store):
+    df = eval_runs("sweetflow-pipeline", task="elicitation")
+    assert len(df) == 3 and set(df["task"]) == {"elicitation"}
+    text = format_table(df)
+    assert text.startswith("task: elicitation\n") and "\n\n" not in text and "colbench" not in text
+    assert len(figure(df).subfigs) == 1
+    old = eval_runs("sweetflow-pipeline", task="colbench-backend")
+    assert len(old) == 3 and "old" in set(old["run"])  # the untagged run counts as ColBench backend
+    with pytest.raises(UnknownTaskError, match="tasks there: colbench-backend, elicitation"):
+        eval_runs("sweetflow-pipeline", task="nope")

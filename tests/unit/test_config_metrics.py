@@ -49,14 +49,25 @@ def scored(task, seed, score):
 
 def test_summary_pools_seeds_per_task():
     trajs = [scored(0, 0, 1.0), scored(0, 1, 0.5), scored(1, 0, 0.0), scored(1, 1, 0.0)]
-    m = summarize(trajs, 500)
+    m = summarize(trajs, 500, alias="tests_passed")
     assert m["n"] == 2 and m["episodes"] == 4
     assert m["success_rate"] == pytest.approx(0.25) and m["tests_passed"] == pytest.approx(0.375)
+    assert m["mean_score"] == m["tests_passed"] and m["mean_score_ci_high"] == m["tests_passed_ci_high"]
     assert m["success_rate_ci_low"] <= m["success_rate"] <= m["success_rate_ci_high"]
+    assert m["mean_score_ci_low"] <= m["mean_score"] <= m["mean_score_ci_high"]
     assert per_seed(trajs) == {
-        0: {"success_rate": 0.5, "tests_passed": 0.5},
-        1: {"success_rate": 0.0, "tests_passed": 0.25},
+        0: {"success_rate": 0.5, "mean_score": 0.5},
+        1: {"success_rate": 0.0, "mean_score": 0.25},
     }
+    assert "tests_passed" not in summarize(trajs, 500)  # only a task with that alias keeps the old name
+
+
+def test_summary_reports_each_task_group_apart():
+    trajs = [scored(0, 0, 1.0), scored(1, 0, 0.0), scored(2, 0, 0.5)]
+    m = summarize(trajs, 500, groups={0: "heldout", 1: "seen", 2: "seen"})
+    assert m["n_heldout"] == 1 and m["mean_score_heldout"] == 1.0 and m["success_rate_heldout"] == 1.0
+    assert m["n_seen"] == 2 and m["mean_score_seen"] == pytest.approx(0.25) and m["success_rate_seen"] == 0.0
+    assert m["mean_score"] == pytest.approx(0.5)
 
 
 def test_bootstrap_interval_covers_the_mean_and_shrinks_with_n():

@@ -1,9 +1,14 @@
 """The batched episode driver on a scripted agent (real tokenizer, real simulators)."""
 
+from components.config.sections import DataConfig
 from components.episodes.driver import EpisodeConfig, EpisodeDriver, EpisodeJob
-from components.episodes.protocol import ANSWER_MARKER
 from components.episodes.simulators import RetrievalSimulator
+from components.tasks.base import ANSWER_MARKER
+from components.tasks.colbench_backend import ColbenchBackend
+from components.tasks.elicitation import ElicitationRecord, ElicitationTask, RulesSimulator
 from tests.factories import make_task
+
+BACKEND = ColbenchBackend({"data": DataConfig()})
 
 
 def ask_then_answer(prompt: str, seed: int) -> str:
@@ -18,7 +23,7 @@ def never_answer(prompt: str, seed: int) -> str:
 
 def run(tokenizer, scripted, script, jobs, **cfg):
     engine = scripted(tokenizer, script)
-    driver = EpisodeDriver(engine, RetrievalSimulator(), EpisodeConfig(**cfg))
+    driver = EpisodeDriver(engine, RetrievalSimulator(), EpisodeConfig(**cfg), BACKEND)
     return driver, engine, driver.run(jobs, progress=False)
 
 
@@ -81,7 +86,31 @@ def test_full_context_ends_the_episode(tokenizer, scripted):
 def test_episodes_are_handed_over_as_they_finish(tokenizer, scripted):
     engine = scripted(tokenizer, ask_then_answer)
     seen = []
-    EpisodeDriver(engine, RetrievalSimulator(), EpisodeConfig()).run(
+    EpisodeDriver(engine, RetrievalSimulator(), EpisodeConfig(), BACKEND).run(
         [EpisodeJob(0, make_task(), 0)], on_done=seen.append, progress=False
     )
     assert len(seen) == 1 and seen[0].answered
+
+
+def test_the_task_renders_the_prompts_and_parses_the_answers(tokenizer, scripted):
+    """Another task (elicitation, rules simulator): its prompts, its replies, its answer parsing."""
+    record = ElicitationRecord(
+        domain="meeting",
+        request="Can you help me book a meeting?",
+        slots={"day": "Tuesday", "time": "morning", "place": "online"},
+        split="eval",
+    )
+    task = ElicitationTask({})
+
+    def elicit(prompt: str, seed: int) -> str:
+        if "The day is Tuesday" in prompt:
+            return f"Got it. {ANSWER_MARKER} Tuesday, morning, online"
+        return "Which day, time and place do you want?"
+
+    engine = scripted(tokenizer, elicit)
+    driver = EpisodeDriver(engine, RulesSimulator(), EpisodeConfig(), task)
+    traj = driver.run([EpisodeJob(2, record, 0)], progress=False)[0]
+    assert traj.messages[:2] == task.agent_messages(record, EpisodeConfig().max_turns)
+    assert traj.turns[0].observation == "The day is Tuesday and the time is morning and the place is online."
+    assert traj.answered and traj.answer == "Tuesday, morning, online" and traj.task_id == record.task_id
+    assert task.score([record], [(0, traj.answer)])[0].success

@@ -4,6 +4,7 @@ import json
 
 from components.config.sections import DataConfig, EpisodeSection, EvalConfig
 from components.episodes.play import episode_fingerprint, pending_jobs, reset_if_config_changed
+from components.tasks.colbench_backend import ColbenchBackend
 from tests.factories import make_task, make_trajectory
 
 
@@ -19,7 +20,7 @@ def test_pending_jobs_skip_finished_episodes_for_every_seed():
 
 
 def test_episodes_of_another_configuration_are_not_reused(tmp_path):
-    cfg, episode, data = EvalConfig(), EpisodeSection(), DataConfig()
+    cfg, episode, data = EvalConfig(), EpisodeSection(), ColbenchBackend({"data": DataConfig()})
     (tmp_path / "trajectories.jsonl").write_text(json.dumps({"old": 1}) + "\n")
     reset_if_config_changed(tmp_path, episode_fingerprint(cfg, episode, data))
     assert (tmp_path / "trajectories.jsonl").exists()  # first fingerprint: nothing to compare with

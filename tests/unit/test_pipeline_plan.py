@@ -14,13 +14,20 @@ from flows import plan as pp
 def plan(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "params.yaml").write_text((pp.CODE_ROOT / "params.yaml").read_text())
-    return pp.plan_run("sweet", "smoke", ["rollouts.per_task=3"])
+    return pp.plan_run("sweet", "smoke", ["rollouts.per_task=3"], task="colbench-backend")
 
 
 def test_the_run_folder_names_the_run_and_hashes_its_parameters(plan, tmp_path):
-    assert plan.run_dir.parent == pp.RUNS_ROOT and plan.run_dir.name.startswith("sweet-smoke-")
-    assert pp.plan_run("sweet", "smoke", ["rollouts.per_task=3"]).run_dir == plan.run_dir
-    assert pp.plan_run("sweet", "smoke", ["rollouts.per_task=4"]).run_dir != plan.run_dir
+    assert plan.run_dir.parent == pp.RUNS_ROOT and plan.run_dir.name.startswith("sweet-colbench-backend-smoke-")
+    assert pp.plan_run("sweet", "smoke", ["rollouts.per_task=3", "task.name=colbench-backend"]).run_dir == plan.run_dir
+    assert pp.plan_run("sweet", "smoke", ["rollouts.per_task=4"], task="colbench-backend").run_dir != plan.run_dir
+    elicitation = pp.plan_run("sweet", "smoke", ["rollouts.per_task=3"], task="elicitation")
+    assert elicitation.run_dir.name.startswith("sweet-elicitation-smoke-") and "data" not in elicitation.doc
+    assert "elicitation" not in plan.doc  # a run holds only the sections of the task it plays
+    with pytest.raises(ConfigError, match="unknown task 'chess'"):
+        pp.plan_run("sweet", "smoke", task="chess")
+    with pytest.raises(ConfigError, match="--task does not apply to algo cory"):
+        pp.plan_run("cory", "smoke", task="elicitation")
     assert pp.plan_run("mtdpo", "smoke", ["rollouts.per_task=3"]).doc["actor"]["algo"] == "mtdpo"
     with pytest.raises(ConfigError, match="unknown algo 'ppo2'"):
         pp.plan_run("ppo2")
@@ -49,7 +56,7 @@ def test_generated_dvc_yaml_fills_paths_runs_from_the_root_and_tracks_the_iterat
     critic = stages["critic"]
     assert critic["wdir"] == "../../../.."
     assert critic["cmd"] == f"SWEETFLOW_PARAMS={it}/params.yaml python -m components.stages.critic"
-    assert critic["params"] == [{f"{it}/params.yaml": ["critic", "train", "data"]}]
+    assert critic["params"] == [{f"{it}/params.yaml": ["critic", "train", "task", "data"]}]
     assert f"{it}/train/pairs/pairs.jsonl" in critic["deps"]
     assert str(pp.CODE_ROOT / "components/stages/critic.py") in critic["deps"]  # code outside this project: absolute
     assert "${" not in path.read_text()

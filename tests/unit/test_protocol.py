@@ -1,11 +1,21 @@
-from components.episodes.protocol import (
-    ANSWER_MARKER,
-    agent_messages,
-    cut_reply,
-    final_answer,
-    parse_action,
-    simulator_messages,
-)
+"""The ColBench backend episode protocol: answer parsing (components/tasks/base.py), the reply cut
+(components/episodes/simulators.py) and the task's prompts (components/tasks/colbench_backend.py)."""
+
+from components.config.sections import DataConfig
+from components.data.tasks import BackendTask
+from components.episodes.simulators import cut_reply
+from components.tasks.base import ANSWER_MARKER, parse_marked
+from components.tasks.colbench_backend import ColbenchBackend, chat_for_simulator
+
+TASK = ColbenchBackend({"data": DataConfig()})
+parse_action = TASK.parse_action
+final_answer = TASK.final_answer
+
+
+def _record(problem: str, hidden: str = "def f():\n    return 1") -> BackendTask:
+    return BackendTask(
+        problem_description=problem, ground_truth=hidden, hidden_information=hidden, test_cases={"t1": "f()"}
+    )
 
 
 def test_answer_marker_at_start_is_an_answer():
@@ -27,6 +37,13 @@ def test_marker_is_case_sensitive_as_in_the_protocol():
     assert not parse_action("i want to answer: def f(): pass").is_answer
 
 
+def test_first_marker_wins_and_the_task_parser_is_the_shared_one():
+    message = f"x {ANSWER_MARKER} def f(): return '{ANSWER_MARKER}'"
+    assert parse_action(message) == parse_marked(message)
+    assert parse_action(message).content == f"def f(): return '{ANSWER_MARKER}'"
+    assert parse_marked("ANSWER: 3", marker="ANSWER:").content == "3"
+
+
 def test_final_answer_falls_back_to_last_message():
     assert final_answer("def f(): return 1") == "def f(): return 1"
     assert final_answer(f"{ANSWER_MARKER} def f(): return 2") == "def f(): return 2"
@@ -38,17 +55,20 @@ def test_reply_cut_to_limit():
 
 
 def test_agent_sees_only_the_description():
-    msgs = agent_messages("Make f. The signature of the function is: def f()", 10)
+    msgs = TASK.agent_messages(_record("Make f. The signature of the function is: def f()", "SECRET = 42"), 10)
     assert [m["role"] for m in msgs] == ["system", "user"]
     assert "10" in msgs[0]["content"] and ANSWER_MARKER in msgs[0]["content"]
     assert msgs[1]["content"].startswith("Make f.")
+    assert all("SECRET" not in m["content"] for m in msgs)
 
 
 def test_simulator_sees_hidden_information_and_roles_are_swapped():
-    msgs = simulator_messages("Make f.", "SECRET = 42", [("What is x?", "x is 1."), ("And y?", None)])
+    dialogue = [("What is x?", "x is 1."), ("And y?", None)]
+    msgs = TASK.simulator_messages(_record("Make f.", "SECRET = 42"), dialogue)
     assert "SECRET = 42" in msgs[0]["content"] and "Make f." in msgs[0]["content"]
     assert [(m["role"], m["content"]) for m in msgs[1:]] == [
         ("user", "What is x?"),
         ("assistant", "x is 1."),
         ("user", "And y?"),
     ]
+    assert chat_for_simulator(msgs[0]["content"], dialogue) == msgs

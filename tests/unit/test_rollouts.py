@@ -21,6 +21,7 @@ from components.data.records import Trajectory, Turn, read_jsonl
 from components.episodes import play as evaluate
 from components.episodes.driver import DriverStats
 from components.stages import rollouts
+from components.tasks.colbench_backend import ColbenchBackend
 from flows.cli import app
 from tests.factories import make_task, make_trajectory
 
@@ -56,7 +57,7 @@ class FakeDriver:
         return out
 
 
-def fake_score(tasks, trajs):
+def fake_score(task, tasks, trajs):
     """Sample 0 of task 0 succeeds, everything else scores 0.5 or 0."""
 
     def score(t):
@@ -73,10 +74,11 @@ def setup(tmp_path, monkeypatch):
     tasks_file = tmp_path / "tasks.jsonl"
     tasks_file.write_text("".join(make_task(n).model_dump_json() + "\n" for n in ("add", "sub", "mul")))
     calls, crash = [], {"after": None}
-    monkeypatch.setattr(evaluate, "build_driver", lambda cfg, ep, seed: FakeDriver(calls, crash["after"]))
+    monkeypatch.setattr(evaluate, "build_driver", lambda cfg, ep, seed, task: FakeDriver(calls, crash["after"]))
     monkeypatch.setattr(evaluate, "score_trajectories", fake_score)
     cfg = RolloutsConfig(split="all", limit=None, per_task=2, seed=7)
-    return cfg, EpisodeSection(), DataConfig(backend_tasks=tasks_file), tmp_path / "out", calls, crash
+    task = ColbenchBackend({"data": DataConfig(backend_tasks=tasks_file)})
+    return cfg, EpisodeSection(), task, tmp_path / "out", calls, crash
 
 
 def keys(out_dir):
@@ -127,6 +129,7 @@ def test_metrics_and_files(setup):
     assert m == json.loads((out / "metrics.json").read_text())
     assert (m["n_tasks"], m["n_trajectories"]) == (3, 6)
     assert m["success_rate"] == pytest.approx(1 / 6) and m["tests_passed"] == pytest.approx(2 / 6)
+    assert m["mean_score"] == m["tests_passed"]
     assert m["solved_task_fraction"] == pytest.approx(1 / 3)
     assert m["contrast_task_fraction"] == pytest.approx(1 / 3)  # only task 0 has two different scores
     assert m["mean_turns"] == 1.0 and m["answered_rate"] == 0.0 and m["episodes_per_s"] > 0
@@ -166,20 +169,31 @@ def test_repo_params_and_defaults():
 
 def test_the_stage_reads_its_sections_from_the_params_file_it_is_given(tmp_path, monkeypatch):
     from components.stages.cli import stage_cli
+    from components.tasks.registry import task_sections
 
     params = tmp_path / "p.yaml"
     params.write_text(yaml.safe_dump({"rollouts": {"per_task": 2}, "episode": {"max_turns": 2}}))
     monkeypatch.setenv("SWEETFLOW_PARAMS", str(params))
     monkeypatch.setattr("sys.argv", ["rollouts"])
-    sections, _ = stage_cli("components.stages.rollouts")
+    sections, _ = stage_cli("components.stages.rollouts", task_sections)
     assert (
         sections["rollouts"].per_task == 2
         and sections["episode"].max_turns == 2
-        and set(sections) == {"data", "episode", "rollouts"}
+        and set(sections) == {"task", "data", "episode", "rollouts"}
     )
+    params.write_text(yaml.safe_dump({"task": {"name": "elicitation"}}))
+    assert set(stage_cli("components.stages.rollouts", task_sections)[0]) == {
+        "task",
+        "elicitation",
+        "episode",
+        "rollouts",
+    }
     params.write_text(yaml.safe_dump({"rollouts": {"per_task": 0}}))
     with pytest.raises(SystemExit, match="rollouts.per_task"):
-        stage_cli("components.stages.rollouts")
+        stage_cli("components.stages.rollouts", task_sections)
+    params.write_text(yaml.safe_dump({"task": {"name": "chess"}}))
+    with pytest.raises(SystemExit, match="unknown task 'chess'"):
+        stage_cli("components.stages.rollouts", task_sections)
 
 
 def test_cli_rollouts_help_and_errors_before_any_work():

@@ -1,5 +1,6 @@
 import pytest
 
+from components.config.sections import DataConfig
 from components.engines.base import Generation
 from components.episodes.simulators import (
     DONT_KNOW,
@@ -10,7 +11,11 @@ from components.episodes.simulators import (
     make_simulator,
     words,
 )
+from components.tasks.colbench_backend import ColbenchBackend
+from components.tasks.elicitation import ElicitationRecord, ElicitationTask, RulesSimulator
 from tests.factories import make_task
+
+BACKEND = ColbenchBackend({"data": DataConfig()})
 
 
 def test_words_split_identifiers_and_drop_stopwords():
@@ -50,7 +55,7 @@ class EchoEngine:
 
 def test_llm_simulator_batches_greedy_and_cuts_to_400():
     engine = EchoEngine("y" * 1000)
-    sim = LLMSimulator(engine=engine, max_tokens=64, max_chars=400)
+    sim = LLMSimulator(engine=engine, task=BACKEND, max_tokens=64, max_chars=400)
     replies = sim.reply([SimRequest(make_task(), [("q1", None)]), SimRequest(make_task("g"), [("q2", None)])])
     assert replies == ["y" * 400] * 2
     assert len(engine.calls) == 1 and engine.calls[0][1].temperature == 0.0
@@ -60,6 +65,38 @@ def test_llm_simulator_batches_greedy_and_cuts_to_400():
     )
 
 
+def test_llm_simulator_is_prompted_by_its_task():
+    record = ElicitationRecord(
+        domain="meeting",
+        request="Can you help me book a meeting?",
+        slots={"day": "Tuesday", "time": "morning", "place": "online"},
+        split="eval",
+    )
+    task = ElicitationTask({})
+    engine = EchoEngine("  ")
+    sim = LLMSimulator(engine=engine, task=task, max_tokens=64, max_chars=400)
+    assert sim.reply([SimRequest(record, [("What day?", None)])]) == [DONT_KNOW]  # an empty reply
+    assert engine.calls[0][0][0] == task.simulator_messages(record, [("What day?", None)])
+    assert sim.reply([]) == [] and len(engine.calls) == 1
+
+
 def test_llm_simulator_needs_an_engine():
     with pytest.raises(ValueError, match="needs an engine"):
-        make_simulator(SimulatorKind.llm, None, 64, 400)
+        make_simulator(SimulatorKind.llm, BACKEND, None, 64, 400)
+
+
+def test_make_simulator_defaults_to_the_tasks_offline_simulator():
+    sim = make_simulator(None, BACKEND, None, 64, 123)
+    assert isinstance(sim, RetrievalSimulator) and sim.max_chars == 123
+    assert isinstance(make_simulator(SimulatorKind.retrieval, BACKEND, None, 64, 400), RetrievalSimulator)
+    rules = make_simulator(None, ElicitationTask({}), None, 64, 50)
+    assert isinstance(rules, RulesSimulator) and rules.max_chars == 50 and rules.name == "rules"
+    llm = make_simulator(SimulatorKind.llm, BACKEND, EchoEngine("x"), 32, 400)
+    assert isinstance(llm, LLMSimulator) and llm.task is BACKEND and llm.max_tokens == 32
+
+
+def test_make_simulator_rejects_another_tasks_offline_simulator():
+    with pytest.raises(ValueError, match="has no simulator 'retrieval'.*llm, rules"):
+        make_simulator(SimulatorKind.retrieval, ElicitationTask({}), None, 64, 400)
+    with pytest.raises(ValueError, match="has no simulator 'rules'.*llm, retrieval"):
+        make_simulator(SimulatorKind.rules, BACKEND, None, 64, 400)

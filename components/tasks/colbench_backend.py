@@ -1,0 +1,91 @@
+"""ColBench backend programming behind the task interface (ALGORITHMS.md, "Episode protocol").
+
+Reads: the tasks file of params `data` (data/colbench/backend_test.jsonl, DVC-tracked, split by hash;
+or the official hub files). The agent sees only the problem description; each turn it asks a
+question or answers with `I WANT TO ANSWER:` followed by the code; at most `max_turns` turns, then
+the last message is the answer. The simulated human sees the description, the hidden information
+and the dialogue, answers only from the hidden information in at most two sentences, and its reply
+is cut to 400 characters. Answers are scored in the sandbox (components/scoring: fork-servers
+outside the pipeline's process) by the ten hidden test calls; the critic's training-time
+information c is the hidden information (the reference code in this release).
+
+Departures, documented: the official prompt re-renders the whole dialogue as one text each turn;
+we keep it as a chat (system, then alternating user/assistant messages) so the turn-t prompt
+extends the turn-(t-1) token ids and vLLM's prefix cache is reused. The marker is accepted
+anywhere in the message (small models often write a preamble); what follows the first marker is
+the answer. Prompts are our own wording of the protocol.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from components.data.split import Split, select
+from components.data.tasks import BackendTask
+from components.scoring.result import ScoreResult
+from components.tasks.base import ANSWER_MARKER, Dialogue, Task, chat_for_simulator
+
+AGENT_SYSTEM_PROMPT = (
+    "You are a programming assistant collaborating with a human who wants a Python function. "
+    "Their request may leave out details that only they know. You may ask them one clarifying "
+    "question per message, and you have at most {max_turns} messages in total. As soon as you "
+    "know enough, reply with '" + ANSWER_MARKER + "' followed by the complete Python function "
+    "and nothing else. Keep the function signature the human gave."
+)
+
+SIMULATOR_SYSTEM_PROMPT = (
+    "You are a human who asked a programming assistant to write a Python function for you. "
+    "Your request was:\n{problem}\n\n"
+    "Here is the information only you know (never show it as code; describe it in words):\n"
+    "{hidden}\n\n"
+    "The assistant's messages come to you as user messages. Answer its questions using only the "
+    "information above. If it asks something that information does not cover, say you do not know. "
+    "Answer in at most two sentences. Do not write code."
+)
+
+
+class ColbenchBackend(Task):
+    name = "colbench-backend"
+    record = BackendTask
+    sections = ("data",)
+    file_key = "data.backend_tasks"
+    offline_simulators = ("retrieval",)
+    score_alias = "tests_passed"
+
+    def tasks_file(self, split: Split) -> Path:
+        return self.configs["data"].tasks_file(split)
+
+    def split_indices(self, records: Sequence[BackendTask], split: Split) -> list[int]:
+        data = self.configs["data"]
+        if data.source == "hub":  # the official files are the splits
+            return list(range(len(records)))
+        return select(records, split, data.eval_fraction, data.split_salt)
+
+    def agent_messages(self, record: BackendTask, max_turns: int) -> list[dict[str, str]]:
+        return [
+            {"role": "system", "content": AGENT_SYSTEM_PROMPT.format(max_turns=max_turns)},
+            {"role": "user", "content": record.problem_description},
+        ]
+
+    def simulator_messages(self, record: BackendTask, dialogue: Dialogue) -> list[dict[str, str]]:
+        system = SIMULATOR_SYSTEM_PROMPT.format(problem=record.problem_description, hidden=record.hidden_information)
+        return chat_for_simulator(system, dialogue)
+
+    def offline_simulator(self, kind: str, max_chars: int):
+        from components.episodes.simulators import RetrievalSimulator
+
+        if kind != "retrieval":
+            raise ValueError(f"task {self.name} has no offline simulator '{kind}' (it has: retrieval)")
+        return RetrievalSimulator(max_chars=max_chars)
+
+    def score(self, records: Sequence[BackendTask], answers: Sequence[tuple[int, str]]) -> list[ScoreResult]:
+        from components.scoring.backend import score_answers  # the sandbox: only stages that score load it
+
+        return score_answers(records, answers)
+
+    def training_info(self, record: BackendTask) -> str:
+        return record.hidden_information
+
+    def reference_answer(self, record: BackendTask) -> str:
+        return record.ground_truth
