@@ -24,8 +24,8 @@ model: install
 	$(BIN)/sweetflow model prepare
 
 run: data model
-	$(BIN)/sweetflow run
-	$(BIN)/sweetflow compare
+	$(BIN)/sweetflow run --baselines mtdpo,rft
+	$(BIN)/sweetflow compare --task elicitation
 
 lint: install
 	$(BIN)/ruff check .
@@ -38,6 +38,7 @@ test-slow: data model
 	$(BIN)/pytest -q -m "slow"
 
 bench: data model
+	$(BIN)/python benchmarks/learning.py
 	$(BIN)/python benchmarks/scoring.py
 	$(BIN)/python benchmarks/rollout.py
 	$(BIN)/python benchmarks/vllm_compile.py

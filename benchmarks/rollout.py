@@ -27,6 +27,7 @@ from components.engines.base import SamplingConfig
 from components.engines.factory import make_engine
 from components.episodes.driver import EpisodeConfig, EpisodeDriver, EpisodeJob, derive_seed
 from components.episodes.simulators import RetrievalSimulator
+from components.tasks.colbench_backend import ColbenchBackend
 
 MODEL = "models/smollm2-135m-instruct"
 
@@ -45,7 +46,8 @@ def warm_up(engine) -> None:
 
 def run_driver(engine, jobs, cfg: EpisodeConfig) -> tuple[dict, list]:
     warm_up(engine)
-    driver = EpisodeDriver(engine, RetrievalSimulator(), cfg)
+    task = ColbenchBackend({"data": load_section(DataConfig, "data")})
+    driver = EpisodeDriver(engine, RetrievalSimulator(), cfg, task)
     start = time.perf_counter()
     trajs = driver.run(jobs)
     seconds = time.perf_counter() - start

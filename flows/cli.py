@@ -268,7 +268,10 @@ def train(algo: Optional[Algo] = None, task: Optional[str] = None, **options) ->
 
 
 RUN_OPTIONS = cli_options(
-    PipelineParams, None, ("algo", "task", "iterations", "profile", "overrides"), {"overrides": ("-S", "--set")}
+    PipelineParams,
+    None,
+    ("algo", "task", "iterations", "profile", "overrides", "baselines"),
+    {"overrides": ("-S", "--set"), "baselines": ("--baselines", "-b")},
 )
 
 
@@ -278,7 +281,9 @@ def _pipeline_plan(options: dict):
     from flows.pipeline_flow import resolve
 
     try:
-        params = PipelineParams(**(options | {"overrides": options.get("overrides") or []}))
+        params = PipelineParams(
+            **(options | {"overrides": options.get("overrides") or [], "baselines": options.get("baselines") or []})
+        )
         return params, resolve(params)
     except (ConfigError, ValueError) as exc:
         _fail(str(exc))

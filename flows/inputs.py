@@ -48,13 +48,19 @@ def prepare_model(plan: RunPlan) -> str:
     return base
 
 
-def no_signal(algo: PipelineAlgo, stage: str, metrics: dict[str, Any]) -> str | None:
-    """Why this iteration cannot train (None when it can): no trajectory pair, or for rft no success."""
+def no_signal(algo: PipelineAlgo, stage: str, metrics: dict[str, Any], rft_min_score: float = 1.0) -> str | None:
+    """Why this iteration cannot train (None when it can): no trajectory pair, or for rft no
+    trajectory scoring `rft_min_score` (a success when 1.0)."""
     if stage == "train_pairs" and metrics.get("pairs", 0) == 0:
         return (
             f"0 trajectory pairs from {metrics.get('trajectories', 0)} trajectories: no task has a "
             "trajectory scoring above another (see pairs.min_chosen_score)"
         )
-    if algo == PipelineAlgo.rft and stage == ROLLOUTS and metrics.get("success_rate", 0) == 0:
-        return f"no successful trajectory among {metrics.get('n_trajectories', 0)}"
+    if algo == PipelineAlgo.rft and stage == ROLLOUTS:
+        best = metrics.get("best_score", 1.0 if metrics.get("success_rate", 0) > 0 else 0.0)
+        if best < rft_min_score:
+            wanted = (
+                "successful trajectory" if rft_min_score >= 1.0 else f"trajectory scoring {rft_min_score:g} or more"
+            )
+            return f"no {wanted} among {metrics.get('n_trajectories', 0)}"
     return None

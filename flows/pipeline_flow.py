@@ -25,13 +25,23 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
 from prefect import flow, get_run_logger, task
 
 from components.stages.catalogue import STAGES, Kind
 from components.tracking import store as tracking
 from components.tracking.compare import DEFAULT_EXPERIMENT, eval_runs, plot
 from flows import inputs
-from flows.plan import GSM8K_ALGOS, PipelineParams, RunPlan, plan_run, write_iteration
+from flows.plan import (
+    GSM8K_ALGOS,
+    PipelineAlgo,
+    PipelineParams,
+    RunPlan,
+    check_baselines,
+    plan_run,
+    write_baseline,
+    write_iteration,
+)
 from flows.steps import dvc_repro, format_table, registry_gate
 from flows.tracking import track_stage
 
@@ -45,6 +55,7 @@ class Iteration:
     metrics: dict[str, Any] = field(default_factory=dict)  # eval metrics (none when not evaluated)
     no_signal: str | None = None
     registry: dict[str, Any] | None = None
+    baselines: dict[str, dict[str, Any]] = field(default_factory=dict)  # algo -> an Iteration as a dict
 
 
 def resolve(params: PipelineParams) -> RunPlan:
@@ -52,7 +63,9 @@ def resolve(params: PipelineParams) -> RunPlan:
     overrides = list(params.overrides)
     if params.algo in GSM8K_ALGOS and params.iterations is not None:
         overrides.append(f"cory.iterations={params.iterations}")
-    return plan_run(params.algo.value, params.profile, overrides, Path(params.runs_root), params.task)
+    plan = plan_run(params.algo.value, params.profile, overrides, Path(params.runs_root), params.task)
+    check_baselines(plan, params.baselines)
+    return plan
 
 
 def iteration_count(params: PipelineParams, plan: RunPlan) -> int:
@@ -91,14 +104,17 @@ def episode_stage_task(dvc_yaml: Path, stage: str, k: int) -> bool:
 
 
 @task(name="track", task_run_name="track iter {k} {stage}")
-def track_task(plan: RunPlan, dvc_yaml: Path, stage: str, k: int, ran: bool, parent: str, experiment: str) -> dict:
+def track_task(
+    plan: RunPlan, dvc_yaml: Path, stage: str, k: int, ran: bool, parent: str, experiment: str, algo: str
+) -> dict:
     tags = {
-        "sweetflow.algo": plan.algo.value,
+        "sweetflow.algo": algo,
         "sweetflow.task": plan.task,
         "sweetflow.profile": plan.profile,
         "sweetflow.iteration": str(k),
     }
-    return track_stage(dvc_yaml, stage, ran, parent, experiment, f"iter {k} {stage}", tags)
+    name = f"iter {k} {stage}" if algo == plan.algo.value else f"iter {k} {algo} {stage}"
+    return track_stage(dvc_yaml, stage, ran, parent, experiment, name, tags)
 
 
 @task(name="registry gate", task_run_name="gate iter {k}")
@@ -108,28 +124,45 @@ def gate_task(model: str, run_id: str, metrics: dict, k: int, task: str) -> dict
 
 def run_iteration(plan: RunPlan, k: int, start: str, parent: str, experiment: str) -> Iteration:
     """Iteration k's stages in order, each tracked; stops before training when there is no signal."""
-    dvc_yaml = write_iteration(plan, k, start)
     it = Iteration(k, start if k == 0 else str(plan.trained_actor(k)))
-    for stage in plan.stages(k):
+    run_stages(plan, write_iteration(plan, k, start), plan.stages(k), it, plan.algo.value, start, parent, experiment)
+    return it
+
+
+def run_baseline(plan: RunPlan, algo: str, start: str, parent: str, experiment: str) -> Iteration:
+    """The baseline `algo` trained on iteration 1's rollouts (iter-1/<algo>/) and evaluated."""
+    it = Iteration(1, str(plan.iteration_dir(1) / algo / "actor" / "model"))
+    dvc_yaml = write_baseline(plan, 1, start, algo)
+    run_stages(
+        plan, dvc_yaml, list(yaml.safe_load(dvc_yaml.read_text())["stages"]), it, algo, start, parent, experiment
+    )
+    return it
+
+
+def run_stages(
+    plan: RunPlan, dvc_yaml: Path, stages, it: Iteration, algo: str, start: str, parent: str, experiment: str
+) -> None:
+    """`stages` of `dvc_yaml` in order, each tracked, into `it`; stops before training when there is no signal."""
+    rft_min_score = plan.doc.get("actor", {}).get("rft_min_score", 1.0)
+    for stage in stages:
         kind = STAGES[stage].kind
         runner = episode_stage_task if kind in (Kind.eval, Kind.episodes) else stage_task
-        ran = runner(dvc_yaml, stage, k)
+        ran = runner(dvc_yaml, stage, it.k)
         (it.ran if ran else it.skipped).append(stage)
         if kind == Kind.data:  # the task's records: versioned by DVC, read by the stages that follow
             continue
-        tracked = track_task(plan, dvc_yaml, stage, k, ran, parent, experiment)
+        tracked = track_task(plan, dvc_yaml, stage, it.k, ran, parent, experiment, algo)
         if kind in (Kind.eval, Kind.cory):
             it.metrics = tracked["metrics"]
         if kind == Kind.eval:
-            it.registry = gate_task(it.actor, tracked["run_id"], it.metrics, k, plan.task)
-        it.no_signal = inputs.no_signal(plan.algo, stage, tracked["metrics"])
+            it.registry = gate_task(it.actor, tracked["run_id"], it.metrics, it.k, plan.task)
+        it.no_signal = inputs.no_signal(PipelineAlgo(algo), stage, tracked["metrics"], rft_min_score)
         if it.no_signal:
             it.actor = start
             get_run_logger().warning(
-                "iteration %d: no learning signal (%s); actor %s carried forward", k, it.no_signal, start
+                "%s iteration %d: no learning signal (%s); actor %s carried forward", algo, it.k, it.no_signal, start
             )
-            break
-    return it
+            return
 
 
 def log_progress(plan: RunPlan, parent: str, iterations: list[Iteration]) -> None:
@@ -169,27 +202,53 @@ def cory_score(m: dict[str, float]) -> str:
     )
 
 
+def _score(plan: RunPlan, m: dict[str, Any], no_signal: str | None) -> str:
+    if plan.gsm8k:
+        return cory_score(m)
+    if m:
+        return f"success {m['success_rate']:.3f}, mean score {m['mean_score']:.3f}"
+    return f"not evaluated: no learning signal ({no_signal})" if no_signal else "not evaluated"
+
+
 def summary_table(plan: RunPlan, iterations: list[Iteration]) -> str:
     rows = [("run", str(plan.run_dir)), ("algorithm", plan.algo.value), ("task", plan.task), ("profile", plan.profile)]
     for it in iterations:
-        m = it.metrics
-        score = (
-            cory_score(m)
-            if plan.gsm8k
-            else f"success {m['success_rate']:.3f}, mean score {m['mean_score']:.3f}"
-            if m
-            else f"not evaluated: no learning signal ({it.no_signal})"
-            if it.no_signal
-            else "not evaluated"
-        )
         gate = (
             f", registry v{it.registry['version']}{' champion' if it.registry['promoted'] else ''}"
             if it.registry
             else ""
         )
-        rows.append((f"iteration {it.k}", f"{score}{gate}; ran {len(it.ran)}, skipped {len(it.skipped)} steps"))
+        steps = f"ran {len(it.ran)}, skipped {len(it.skipped)} steps"
+        rows.append((f"iteration {it.k}", f"{_score(plan, it.metrics, it.no_signal)}{gate}; {steps}"))
+        for algo, b in it.baselines.items():
+            rows.append((f"iteration {it.k} {algo}", f"{_score(plan, b['metrics'], b['no_signal'])}"))
     rows.append(("final actor", iterations[-1].actor))
     return format_table(rows)
+
+
+def results_table(plan: RunPlan, iterations: list[Iteration]) -> str:
+    """Markdown: one row per evaluated model (zero-shot, each iteration, each baseline) with its mean
+    score and success rate, their 95% intervals over tasks, and n."""
+
+    def cell(m: dict, key: str) -> str:
+        return f"{m[key]:.3f} [{m[f'{key}_ci_low']:.3f}, {m[f'{key}_ci_high']:.3f}]"
+
+    rows = []
+    for it in iterations:
+        evaluated = [(plan.algo.value if it.k else "zero-shot", asdict(it))] + list(it.baselines.items())
+        for algo, entry in evaluated:
+            m = entry["metrics"]
+            if m and "mean_score" in m:
+                rows.append(f"| {algo} | {it.k} | {cell(m, 'mean_score')} | {cell(m, 'success_rate')} | {m['n']} |")
+            else:
+                rows.append(f"| {algo} | {it.k} | {_score(plan, m, entry['no_signal'])} | | |")
+    head = [
+        f"# {plan.run_dir.name}: {plan.task}, held-out eval split",
+        "",
+        "| algorithm | iteration | mean_score [95% CI] | success_rate [95% CI] | n |",
+        "|---|---:|---|---|---:|",
+    ]
+    return "\n".join(head + rows) + "\n"
 
 
 @flow(name="sweetflow-pipeline", log_prints=True)
@@ -217,10 +276,19 @@ def pipeline_flow(params: PipelineParams = PipelineParams()) -> dict:
         for k in plan.iterations(n):
             start = iterations[-1].actor if iterations else base
             iterations.append(run_iteration(plan, k, start, run.info.run_id, experiment))
+            if k == 1 and params.baselines and "rollouts" in iterations[-1].ran + iterations[-1].skipped:
+                iterations[-1].baselines = {
+                    algo: asdict(run_baseline(plan, algo, start, run.info.run_id, experiment))
+                    for algo in params.baselines
+                }
             log_progress(plan, run.info.run_id, iterations)
         table = summary_table(plan, iterations)
         (plan.run_dir / "summary.json").write_text(json.dumps([asdict(it) for it in iterations], indent=2) + "\n")
         mlflow.log_artifact(str(plan.run_dir / "summary.json"))
+        if not plan.gsm8k:
+            (plan.run_dir / "results.md").write_text(results_table(plan, iterations))
+            mlflow.log_artifact(str(plan.run_dir / "results.md"))
+            table += "\n\n" + (plan.run_dir / "results.md").read_text()
         get_run_logger().info("MLflow run %s\n%s", run.info.run_id, table)
         return {
             "run_dir": str(plan.run_dir),

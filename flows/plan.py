@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import yaml
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from components.config.sections import PARAMS_ENV, ConfigError, TaskSection
 from components.stages.catalogue import CODE_ROOT, STAGES, TASK, Out, Stage, code_deps, training_stages
@@ -93,6 +93,19 @@ class PipelineParams(BaseModel):
     )
     overrides: list[str] = Field(default_factory=list, description="section.key=value, e.g. critic.optim.lr=1e-5")
     runs_root: str = Field(str(RUNS_ROOT), description="folder holding the runs' iteration folders")
+    baselines: list[str] = Field(
+        default_factory=list,
+        description="other algorithms (sweet | mtdpo | rft) trained on iteration 1's rollouts and evaluated "
+        "on the same eval tasks, in iter-1/<algo>/, for a side-by-side table (make run: mtdpo, rft)",
+    )
+
+    @field_validator("baselines", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: Any) -> Any:
+        """`--baselines mtdpo,rft` as well as one flag per algorithm."""
+        if isinstance(value, str):
+            value = [value]
+        return [b.strip() for v in value or [] for b in str(v).split(",") if b.strip()]
 
 
 @dataclass(frozen=True)
@@ -180,6 +193,35 @@ def _sections_of(algo: PipelineAlgo, doc: dict[str, Any], overrides: list[str]) 
             f"{', '.join(s for s in doc if s in keep)})"
         )
     return {name: section for name, section in doc.items() if name in keep}
+
+
+def check_baselines(plan: RunPlan, baselines: Sequence[str]) -> None:
+    """ConfigError unless every baseline is another collaborative-task algorithm than the run's."""
+    task_algos = [a.value for a in PipelineAlgo if a not in GSM8K_ALGOS]
+    if baselines and plan.gsm8k:
+        raise ConfigError(f"--baselines apply to {', '.join(task_algos)}, not to {plan.algo.value} (GSM8K)")
+    bad = [b for b in baselines if b not in task_algos or b == plan.algo.value]
+    if bad:
+        raise ConfigError(
+            f"baseline(s) {', '.join(bad)}: choose algorithms other than {plan.algo.value} "
+            f"among {', '.join(task_algos)}"
+        )
+
+
+def baseline_doc(plan: RunPlan, k: int, start: str, algo: str) -> dict[str, Any]:
+    """Iteration k's parameters for the baseline `algo`: the same rollouts (iter-k/rollouts) and
+    eval tasks, its own training and evaluation folders under iter-k/<algo>/."""
+    doc, folder = iteration_doc(plan, k, start), plan.iteration_dir(k) / algo
+    doc["actor"]["algo"] = algo
+    doc["train"]["out_dir"] = str(folder)
+    doc["eval"].update(model=str(folder / "actor" / "model"), out_dir=str(folder / "eval"))
+    return doc
+
+
+def write_baseline(plan: RunPlan, k: int, start: str, algo: str, project: Path = Path(".")) -> Path:
+    """iter-k/<algo>/{params.yaml,dvc.yaml}: the baseline's training stages and evaluation."""
+    stages = (*training_stages(algo), EVAL_ACTOR)
+    return write_stages(plan.iteration_dir(k) / algo, stages, baseline_doc(plan, k, start, algo), algo, project)
 
 
 def iteration_doc(plan: RunPlan, k: int, start: str) -> dict[str, Any]:

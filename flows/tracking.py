@@ -44,9 +44,8 @@ def log_nested_run(
 
     The parent is passed explicitly: MLflow's active run is thread-local and Prefect tasks may run on
     another thread than the flow."""
-    from mlflow.entities import Metric
-
     import mlflow
+    from mlflow.entities import Metric
 
     with mlflow.start_run(
         experiment_id=experiment_id, run_name=name, nested=parent is not None, parent_run_id=parent, tags=tags

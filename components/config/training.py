@@ -173,6 +173,12 @@ class ActorConfig(_Section):
     algo: Algo = Field(Algo.sweet, description="sweet | mtdpo | rft")
     beta: float = Field(0.1, gt=0.0, description="DPO beta (authors: 0.1)")
     nll_coef: float = Field(0.01, ge=0.0, description="NLL on chosen actions added to DPO (authors: 0.01)")
+    rft_min_score: float = Field(
+        1.0,
+        gt=0.0,
+        le=1.0,
+        description="rft trains on the trajectories scoring at least this (1.0: the successful ones, the paper's)",
+    )
     max_length: int = Field(4096, ge=64, description="longer sequences are left out")
     ref_batch_size: int = Field(4, ge=1, description="sequences per forward in the reference pass")
     optim: OptimConfig = Field(default_factory=actor_optim, description="authors: 1 epoch, lr 2e-7")

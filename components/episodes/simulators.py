@@ -87,7 +87,7 @@ class RetrievalSimulator:
         ranked = sorted((i for i, s in enumerate(scores) if s > 0), key=lambda i: (-scores[i], i))
         best = sorted(ranked[: self.max_lines])
         if not best:
-            return DONT_KNOW
+            return cut_reply(DONT_KNOW, self.max_chars)
         return cut_reply("Here is what I know: " + " ".join(lines[i] for i in best), self.max_chars)
 
 
@@ -107,7 +107,7 @@ class LLMSimulator:
         conversations = [self.task.simulator_messages(r.task, r.dialogue) for r in requests]
         sampling = SamplingConfig(temperature=0.0, max_tokens=self.max_tokens)
         generations = self.engine.chat(conversations, sampling, [r.seed for r in requests])
-        return [cut_reply(g.text, self.max_chars) or DONT_KNOW for g in generations]
+        return [cut_reply(g.text, self.max_chars) or cut_reply(DONT_KNOW, self.max_chars) for g in generations]
 
 
 def make_simulator(

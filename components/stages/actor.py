@@ -7,7 +7,7 @@ Algorithms (`actor.algo`, ALGORITHMS.md SWEET-RL 7 and "Baselines"):
 - `mtdpo`: multi-turn DPO: DPO on the trajectory pairs (`pairs.jsonl` + `trajectories.jsonl`),
   the log-prob of a trajectory being the sum over all its agent tokens; no critic, no c.
 - `rft`: rejection fine-tuning: SFT (per-token NLL) on the agent turns of the successful
-  trajectories.
+  trajectories (those scoring at least `rft_min_score`; 1.0, the paper's, keeps the successes).
 The DPO reference is the initial actor; its log-probs come from one separate, cached pass
 (components.lm.forward.reference_sums). Writes to out_dir: `checkpoints/`, `train_metrics.jsonl`,
 `model/` (the new actor, an HF folder that eval and vLLM load) and `metrics.json`.
@@ -69,9 +69,9 @@ def trajectory_dpo_pairs(inputs: ActorInputs) -> list[tuple[TokenSequence, Token
     return [(dialogue_sequence(trajs[p.chosen]), dialogue_sequence(trajs[p.rejected])) for p in rows]
 
 
-def successful_dialogues(inputs: ActorInputs) -> list[TokenSequence]:
+def successful_dialogues(inputs: ActorInputs, min_score: float = 1.0) -> list[TokenSequence]:
     trajs = read_jsonl(_need(inputs.trajectories, "rollouts", Algo.rft), Trajectory)
-    return [dialogue_sequence(t) for t in trajs if t.success]
+    return [dialogue_sequence(t) for t in trajs if t.success or (t.score or 0.0) >= min_score]
 
 
 def dpo_loss_fn(beta: float, nll_coef: float, pad_id: int):
@@ -125,7 +125,7 @@ def examples_and_loss(cfg: ActorConfig, model: str, inputs: ActorInputs, pad_id:
     """The algorithm's training examples (over-long ones left out) and its loss function."""
     fits = lambda s: len(s.ids) <= cfg.max_length  # noqa: E731
     if cfg.algo == Algo.rft:
-        seqs = successful_dialogues(inputs)
+        seqs = successful_dialogues(inputs, cfg.rft_min_score)
         kept = [s for s in seqs if fits(s)]
         return kept, len(seqs) - len(kept), sft_loss_fn(pad_id)
     pairs = sweet_pairs(inputs) if cfg.algo == Algo.sweet else trajectory_dpo_pairs(inputs)

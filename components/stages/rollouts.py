@@ -12,8 +12,9 @@ first `rollouts.limit` tasks), the agent model (HF folder or id). Writes to the 
   own seed derived from (s, task id, k) (components/episodes/driver.py);
 - `metrics.json`: n_tasks, n_trajectories, success_rate and mean_score (over trajectories;
   ColBench backend also as tests_passed),
-  solved_task_fraction (tasks with at least one success), contrast_task_fraction (tasks whose K
-  scores are not all equal: the ones that give trajectory pairs), mean_turns, answered_rate and
+  best_score (the highest trajectory score), solved_task_fraction (tasks with at least one
+  success), contrast_task_fraction (tasks whose K scores are not all equal: the ones that give
+  trajectory pairs), mean_turns, answered_rate and
   the speed of the episodes run now (episodes_run, rollout_seconds, episodes_per_s,
   agent_tokens_per_s);
 - `episode_config.json`: the fingerprint the episodes were made under.
@@ -61,6 +62,7 @@ def rollout_metrics(trajs: Sequence[Trajectory], alias: str | None = None) -> di
         "n_trajectories": len(trajs),
         "success_rate": float(np.mean([bool(t.success) for t in trajs])),
         "mean_score": mean_score,
+        "best_score": max(float(t.score or 0.0) for t in trajs),
         "solved_task_fraction": float(np.mean(list(solved.values()))),
         "contrast_task_fraction": float(np.mean([len(set(s)) > 1 for s in scores.values()])),
         "mean_turns": float(np.mean([len(t.turns) for t in trajs])),

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from components.config.sections import DataConfig
 from components.config.training import ActorConfig, Algo, CriticConfig, OptimConfig, PairsConfig, RankingConfig
 from components.data.records import Candidate, TurnCandidates, TurnPair, read_jsonl, write_jsonl
 from components.lm.critic_inputs import critic_sequence, dialogue_advantages
@@ -23,6 +24,7 @@ from components.stages import actor as actor_train
 from components.stages import critic as critic_train
 from components.stages import pairs, ranking
 from components.stages.actor import ActorInputs
+from components.tasks.colbench_backend import ColbenchBackend
 from components.training.models import load_frozen
 from tests import synthetic_dialogues as world
 from tests.synthetic_dialogues import DISTRACTORS
@@ -37,7 +39,7 @@ def heldout_accuracy(critic_dir: Path, base_dir: Path, tokenizer, beta: float, t
 
     test_world = world.make_world(48, seed=3)
     dialogues = world.one_decider(tokenizer, test_world, QUESTIONS, seed=4)
-    seqs = [critic_sequence(t, test_world.tasks[t.task_index], tokenizer) for t, _ in dialogues]
+    seqs = [critic_sequence(t, test_world.tasks[t.task_index].hidden_information, tokenizer) for t, _ in dialogues]
     base = load_frozen(str(base_dir), torch.device("cpu"), torch.float32)
     ref = reference_sums(base, str(base_dir), seqs, tmp / "heldout_ref.jsonl", tokenizer.pad_token_id)
     critic = load_frozen(str(critic_dir), torch.device("cpu"), torch.float32)
@@ -69,7 +71,8 @@ def trained(tiny_model_dir, tmp_path_factory):
         beta=0.1,
         optim=OptimConfig(lr=3e-3, epochs=3, batch_size=8, micro_batch_size=8, checkpoint_every=1000),
     )
-    result = critic_train.run(cfg, tmp / "trajectories.jsonl", tmp / "pairs.jsonl", tmp / "tasks.jsonl", tmp / "critic")
+    task = ColbenchBackend({"data": DataConfig(backend_tasks=tmp / "tasks.jsonl")})
+    result = critic_train.run(cfg, tmp / "trajectories.jsonl", tmp / "pairs.jsonl", task, tmp / "critic")
     return {
         "tmp": tmp,
         "tokenizer": tokenizer,
@@ -150,7 +153,8 @@ def test_actor_dpo_on_critic_ranked_pairs_raises_the_deciding_action(trained, ti
     models = ranking.RankingModels(
         critic=str(trained["critic_dir"] / "model"), reference=str(tiny_model_dir), actor=str(tiny_model_dir)
     )
-    ranking.run(RankingConfig(), models, critic.beta, tmp / "candidates.jsonl", tmp / "tasks.jsonl", tmp / "ranking")
+    task = ColbenchBackend({"data": DataConfig(backend_tasks=tmp / "tasks.jsonl")})
+    ranking.run(RankingConfig(), models, critic.beta, tmp / "candidates.jsonl", task, tmp / "ranking")
     pairs.run_turn(PairsConfig(per_state=4), tmp / "ranking" / "ranked.jsonl", tmp / "ranking")
     turn_pairs = list(read_jsonl(tmp / "ranking" / "turn_pairs.jsonl", TurnPair))
     tokenizer = trained["tokenizer"]

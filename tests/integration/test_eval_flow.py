@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from components.data.records import Trajectory, read_jsonl
+from components.tasks.colbench_backend import ColbenchBackend
 from tests.conftest import DEFAULT_MODEL_DIR as MODEL
 from tests.conftest import TASKS_FILE as TASKS
 
@@ -54,11 +55,13 @@ def check_outputs(out: Path, n: int) -> dict:
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["n"] == n and 0.0 <= metrics["success_rate"] <= 1.0
     assert metrics["tests_passed_ci_low"] <= metrics["tests_passed"] <= metrics["tests_passed_ci_high"]
+    assert metrics["mean_score"] == metrics["tests_passed"]
     return metrics
 
 
 def test_eval_flow_hf_engine_tracks_to_mlflow(workdir):
     import mlflow
+
     from flows.eval_flow import EvalParams, eval_flow
 
     write_params(workdir, "hf", 2)
@@ -75,6 +78,7 @@ def test_eval_flow_hf_engine_tracks_to_mlflow(workdir):
     assert gated["promoted"] and gated["champion"] == gated["version"]
     version = mlflow.MlflowClient().get_model_version_by_alias("sweetflow-actor", "candidate")
     assert version.source == str(MODEL.resolve()) and version.run_id == run.info.run_id
+    assert run.data.tags["sweetflow.task"] == "colbench-backend"
 
 
 def test_eval_resumes_without_duplicating_episodes(workdir):
@@ -83,7 +87,7 @@ def test_eval_resumes_without_duplicating_episodes(workdir):
 
     write_params(workdir, "hf", 2)
     cfg = load_section(EvalConfig, "eval", {"limit": 1})
-    episode, data = load_section(EpisodeSection, "episode"), load_section(DataConfig, "data")
+    episode, data = load_section(EpisodeSection, "episode"), ColbenchBackend({"data": load_section(DataConfig, "data")})
     run(cfg, episode, data, Path("out"))
     first = (workdir / "out" / "trajectories.jsonl").read_text().splitlines()
     result = run(cfg.model_copy(update={"limit": 2}), episode, data, Path("out"))
@@ -99,6 +103,7 @@ def test_eval_vllm_engine(workdir):
 
     write_params(workdir, "vllm", 4)
     cfg = load_section(EvalConfig, "eval")
-    result = run(cfg, load_section(EpisodeSection, "episode"), load_section(DataConfig, "data"), Path("out"))
+    task = ColbenchBackend({"data": load_section(DataConfig, "data")})
+    result = run(cfg, load_section(EpisodeSection, "episode"), task, Path("out"))
     check_outputs(workdir / "out", 4)
     assert result.metrics["prompt_reencoded"] == 0

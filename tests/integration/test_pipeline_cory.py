@@ -47,9 +47,10 @@ def _children(parent: str, kind: str) -> list:
 
 
 def test_cory_runs_as_one_tracked_stage_and_a_longer_run_resumes_it(overrides):
+    from mlflow import MlflowClient
+
     from components.tracking.compare import eval_runs, format_table
     from flows.pipeline_flow import PipelineParams, pipeline_flow
-    from mlflow import MlflowClient
 
     first = pipeline_flow(PipelineParams(algo="cory", profile="smoke", overrides=overrides))
     assert [it["ran"] for it in first["iterations"]] == [["cory"]]

@@ -49,6 +49,7 @@ def overrides(project_dir, tiny_model_dir):
         world.rollouts(AutoTokenizer.from_pretrained(tiny_model_dir), tasks, 3, 2, seed=2),
     )
     sets = {
+        "task.name": "colbench-backend",
         "data.backend_tasks": "world/tasks.jsonl",
         "rollouts.offline": "world/trajectories.jsonl",
         "train.model": str(tiny_model_dir),
@@ -72,8 +73,9 @@ def _runs(parent: str | None = None) -> list:
 
 
 def test_smoke_pipeline_tracks_every_step_and_a_second_run_skips_them(overrides, project_dir):
-    from flows.pipeline_flow import PipelineParams, pipeline_flow
     from mlflow import MlflowClient
+
+    from flows.pipeline_flow import PipelineParams, pipeline_flow
 
     params = PipelineParams(profile="smoke", overrides=overrides)
     first = pipeline_flow(params)

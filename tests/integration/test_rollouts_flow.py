@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from components.data.records import Trajectory, read_jsonl
+from components.tasks.colbench_backend import ColbenchBackend
 from tests.conftest import DEFAULT_MODEL_DIR as MODEL
 from tests.conftest import TASKS_FILE as TASKS
 
@@ -46,6 +47,7 @@ def workdir(workdir):
 
 def test_rollouts_flow_k_scored_trajectories_per_train_task(workdir):
     import mlflow
+
     from components.config.sections import DataConfig, RolloutsConfig, load_section
     from components.episodes.play import select_tasks
     from flows.rollouts_flow import RolloutsParams, rollouts_flow
@@ -57,7 +59,8 @@ def test_rollouts_flow_k_scored_trajectories_per_train_task(workdir):
         (i, k) for i in {t.task_index for t in trajs} for k in range(2)
     )
     assert len(trajs) == 4 and len({t.seed for t in trajs}) == 4 and {t.run_seed for t in trajs} == {3}
-    _, train = select_tasks(load_section(DataConfig, "data"), load_section(RolloutsConfig, "rollouts"))
+    task = ColbenchBackend({"data": load_section(DataConfig, "data")})
+    _, train = select_tasks(task, load_section(RolloutsConfig, "rollouts"))
     assert {t.task_index for t in trajs} == set(train)
     for t in trajs:
         assert 1 <= len(t.turns) <= 2 and t.score is not None and t.total == 10

@@ -60,6 +60,7 @@ def nested_runs(parent_id: str) -> dict[str, object]:
 
 def test_sweet_flow_runs_every_step_and_tracks_each_in_mlflow(workdir):
     import mlflow
+
     from flows.train_flow import TrainParams, train_flow
 
     result = train_flow(TrainParams())

@@ -142,3 +142,22 @@ def test_the_cory_stage_writes_under_its_iteration_and_depends_on_the_start_mode
     assert f"{it}/cory/adapters" in cory["outs"] and {f"{it}/cory/checkpoint": {"persist": True}} in cory["outs"]
     saved = yaml.safe_load((tmp_path / it / "params.yaml").read_text())
     assert saved["cory"]["out_dir"] == str(it / "cory") and saved["cory"]["model"] == str(model)
+
+
+def test_baselines_train_on_the_same_rollouts_in_folders_of_their_own(plan):
+    base = plan.doc["train"]["model"]
+    doc = pp.baseline_doc(plan, 1, base, "mtdpo")
+    it = plan.run_dir / "iter-1"
+    assert doc["train"]["trajectories"] == str(it / "rollouts") and doc["actor"]["algo"] == "mtdpo"
+    assert doc["train"]["out_dir"] == str(it / "mtdpo") and doc["eval"]["out_dir"] == str(it / "mtdpo" / "eval")
+    assert doc["eval"]["seeds"] == pp.iteration_doc(plan, 1, base)["eval"]["seeds"]  # the same eval episodes
+    stages = yaml.safe_load(pp.write_baseline(plan, 1, base, "mtdpo").read_text())["stages"]
+    assert list(stages) == ["train_pairs", "actor", "eval_actor"]
+    assert f"{it}/rollouts/trajectories.jsonl" in stages["train_pairs"]["deps"]
+    assert pp.PipelineParams(baselines="mtdpo, rft").baselines == ["mtdpo", "rft"]
+    assert pp.PipelineParams(baselines=["mtdpo,rft"]).baselines == ["mtdpo", "rft"]
+    pp.check_baselines(plan, ["mtdpo", "rft"])
+    with pytest.raises(ConfigError, match="baseline\\(s\\) sweet, dpo"):
+        pp.check_baselines(plan, ["sweet", "dpo"])
+    with pytest.raises(ConfigError, match="not to cory"):
+        pp.check_baselines(pp.plan_run("cory", "smoke"), ["rft"])
