@@ -34,6 +34,7 @@ from components.tracking.compare import DEFAULT_EXPERIMENT, eval_runs, plot
 from flows import inputs
 from flows.plan import (
     GSM8K_ALGOS,
+    ROLLOUTS,
     PipelineAlgo,
     PipelineParams,
     RunPlan,
@@ -132,6 +133,13 @@ def run_iteration(plan: RunPlan, k: int, start: str, parent: str, experiment: st
 def run_baseline(plan: RunPlan, algo: str, start: str, parent: str, experiment: str) -> Iteration:
     """The baseline `algo` trained on iteration 1's rollouts (iter-1/<algo>/) and evaluated."""
     it = Iteration(1, str(plan.iteration_dir(1) / algo / "actor" / "model"))
+    rollouts = json.loads((plan.iteration_dir(1) / ROLLOUTS / "metrics.json").read_text())
+    rft_min_score = plan.doc["actor"]["rft_min_score"]
+    it.no_signal = inputs.no_signal(PipelineAlgo(algo), ROLLOUTS, rollouts, rft_min_score)
+    if it.no_signal:  # the rollouts were made (and checked) for the run's own algorithm
+        it.actor = start
+        get_run_logger().warning("%s baseline: no learning signal (%s); not trained", algo, it.no_signal)
+        return it
     dvc_yaml = write_baseline(plan, 1, start, algo)
     run_stages(
         plan, dvc_yaml, list(yaml.safe_load(dvc_yaml.read_text())["stages"]), it, algo, start, parent, experiment

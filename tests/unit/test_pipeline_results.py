@@ -1,0 +1,49 @@
+"""What the pipeline reads back and reports: the learning-signal rule and the run folder's results table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from flows import inputs
+from flows.pipeline_flow import Iteration, results_table
+from flows.plan import PipelineAlgo, RunPlan
+
+
+def test_rft_needs_a_trajectory_at_its_score_threshold_and_dpo_needs_pairs():
+    rollouts = {"n_trajectories": 8, "success_rate": 0.0, "best_score": 1 / 3}
+    assert "no successful trajectory among 8" in inputs.no_signal(PipelineAlgo.rft, "rollouts", rollouts)
+    assert inputs.no_signal(PipelineAlgo.rft, "rollouts", rollouts, rft_min_score=0.3) is None
+    assert "scoring 0.5" in inputs.no_signal(PipelineAlgo.rft, "rollouts", rollouts, rft_min_score=0.5)
+    assert inputs.no_signal(PipelineAlgo.sweet, "rollouts", rollouts) is None
+    assert "0 trajectory pairs" in inputs.no_signal(PipelineAlgo.mtdpo, "train_pairs", {"pairs": 0})
+
+
+def _metrics(score: float) -> dict:
+    return {
+        "n": 64,
+        "mean_score": score,
+        "mean_score_ci_low": score - 0.05,
+        "mean_score_ci_high": score + 0.05,
+        "success_rate": 0.0,
+        "success_rate_ci_low": 0.0,
+        "success_rate_ci_high": 0.0,
+    }
+
+
+def test_results_table_lists_zero_shot_each_iteration_and_each_baseline():
+    plan = RunPlan(PipelineAlgo.sweet, "default", {"task": {"name": "elicitation"}}, Path("runs/pipeline/x"))
+    zero = Iteration(0, "base", metrics=_metrics(0.06))
+    first = Iteration(1, "actor", metrics=_metrics(0.12))
+    first.baselines = {
+        "mtdpo": {"metrics": _metrics(0.08), "no_signal": None},
+        "rft": {"metrics": {}, "no_signal": "no successful trajectory among 8"},
+    }
+    rows = [line.split("|")[1:-1] for line in results_table(plan, [zero, first]).splitlines()[4:]]
+    assert [(r[0].strip(), r[1].strip()) for r in rows] == [
+        ("zero-shot", "0"),
+        ("sweet", "1"),
+        ("mtdpo", "1"),
+        ("rft", "1"),
+    ]
+    assert rows[1][2].strip() == "0.120 [0.070, 0.170]" and rows[1][4].strip() == "64"
+    assert "no learning signal (no successful trajectory among 8)" in rows[3][2]
