@@ -9,6 +9,7 @@ echoes to the console only
 - warnings and errors: lines with a WARNING/ERROR/CRITICAL level, `error:`, `...Warning:`,
   `...Error:`, and whole tracebacks; a warning repeated word for word, or from the same source line
   of a library that names it (vLLM's `[utils.py:333]`, e.g. one line per weight loaded), is shown once;
+  the warnings every vLLM-CPU step prints and no user can act on (`_CHATTER`) stay in the log;
 - the stage's result line: the JSON object a stage prints last (its metrics), in a compact form;
 - lines containing one of `show` (e.g. DVC's "didn't change, skipping").
 
@@ -58,6 +59,24 @@ _TRACEBACK = "Traceback (most recent call last)"
 _TB_GLUE = ("During handling of the above exception", "The above exception was the direct cause")
 _WORKER = re.compile(r"^\([^)]*pid=\d+\)\s?")  # vLLM's "(EngineCore_DP0 pid=123) " line prefix
 _STAMP = re.compile(r"\d{2,4}[-/]\d{2}[-/]\d{2,4}[ T]?|\d{2}:\d{2}:\d{2}(?:[.,]\d+)?")
+# Warnings every vLLM-CPU / torch step prints and no user can act on: kept in the log, never echoed
+# (a quiet console shows the warnings that say something about this run).
+_CHATTER = (
+    "Triton is installed, but doesn't include CPU backend",
+    "Triton is not installed",
+    "Model Runner V2 requires Triton",
+    "does not officially support disabling chunked prefill",
+    "Enforce eager set, disabling torch.compile",
+    "Inductor compilation was disabled",
+    "Reset SSM cache type",
+    "VLLM_CPU_NUM_OF_RESERVED_CPU is less than",
+    "`torch.distributed.reduce_op` is deprecated",
+    "NUMA binding",
+    "is not found in LD_PRELOAD",
+    "Attempted to load weight",
+    "OMP_NUM_THREADS=2 is set",
+    "[shutdown] Process manager: force killing",
+)
 _SOURCE = re.compile(r"\[[\w./-]+\.py:\d+\]")  # vLLM's "[utils.py:333]": one warning per source line
 # a tqdm meter ("desc: 40%|####  | 2/5 [00:01<00:01, 2.0it/s]", or "desc: 7it [00:01, 5.1it/s]"), then
 # whatever the child logged onto the bar's line before its next '\r'
@@ -208,6 +227,8 @@ class _Console:
         result = compact_result(body)
         if result is not None:
             return result
+        if any(c in body for c in _CHATTER):
+            return None
         level = _LEVEL.search(body[:80])
         loud = level.group(1) in _LOUD if level else bool(_ALERT.search(body))
         if not loud:

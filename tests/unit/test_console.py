@@ -77,6 +77,23 @@ def test_quiet_console_shows_bar_warnings_and_result_and_the_log_keeps_everythin
     assert len(log.splitlines()[0]) < 2000 and log.split("=====\n", 1)[1].count("KV cache is small") == 2
 
 
+def test_known_engine_chatter_and_per_source_repeats_stay_in_the_log(tmp_path, capsys):
+    script = textwrap.dedent("""
+        import sys
+        for name in ("embed_tokens", "norm"):
+            print(f"WARNING 12-03 22:33:52 [utils.py:333] Attempted to load weight {name}.weight", file=sys.stderr)
+        print("WARNING 12-03 22:33:35 [cpu.py:224] Triton is not installed. triton-cpu is expected", file=sys.stderr)
+        for n in (1, 2):
+            print(f"WARNING 12-03 22:33:53 [engine.py:77] request {n} was cut at max_model_len", file=sys.stderr)
+    """)
+    result = _run(tmp_path, script)
+    out = capsys.readouterr().out
+    assert "Attempted to load weight" not in out and "Triton is not installed" not in out
+    assert out.count("was cut at max_model_len") == 1 and "request 1 was cut" in out  # one per source line
+    log = result.log_path.read_text()
+    assert "norm.weight" in log and "Triton is not installed" in log and "request 2 was cut" in log
+
+
 def test_failure_prints_the_log_tail_and_its_path(tmp_path, capsys):
     result = _run(tmp_path, FAILING)
     captured = capsys.readouterr()
