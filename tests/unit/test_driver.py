@@ -5,8 +5,8 @@ from components.episodes.driver import EpisodeConfig, EpisodeDriver, EpisodeJob
 from components.episodes.simulators import RetrievalSimulator
 from components.tasks.base import ANSWER_MARKER
 from components.tasks.colbench_backend import ColbenchBackend
-from components.tasks.elicitation import ElicitationRecord, ElicitationTask, RulesSimulator
-from tests.factories import make_task
+from components.tasks.elicitation import ElicitationTask, RulesSimulator
+from tests.factories import make_meeting, make_task
 
 BACKEND = ColbenchBackend({"data": DataConfig()})
 
@@ -94,12 +94,7 @@ def test_episodes_are_handed_over_as_they_finish(tokenizer, scripted):
 
 def test_the_task_renders_the_prompts_and_parses_the_answers(tokenizer, scripted):
     """Another task (elicitation, rules simulator): its prompts, its replies, its answer parsing."""
-    record = ElicitationRecord(
-        domain="meeting",
-        request="Can you help me book a meeting?",
-        slots={"day": "Tuesday", "time": "morning", "place": "online"},
-        split="eval",
-    )
+    record = make_meeting()
     task = ElicitationTask({})
 
     def elicit(prompt: str, seed: int) -> str:

@@ -12,8 +12,8 @@ from components.episodes.simulators import (
     words,
 )
 from components.tasks.colbench_backend import ColbenchBackend
-from components.tasks.elicitation import ElicitationRecord, ElicitationTask, RulesSimulator
-from tests.factories import make_task
+from components.tasks.elicitation import ElicitationTask, RulesSimulator
+from tests.factories import make_meeting, make_task
 
 BACKEND = ColbenchBackend({"data": DataConfig()})
 
@@ -66,12 +66,7 @@ def test_llm_simulator_batches_greedy_and_cuts_to_400():
 
 
 def test_llm_simulator_is_prompted_by_its_task():
-    record = ElicitationRecord(
-        domain="meeting",
-        request="Can you help me book a meeting?",
-        slots={"day": "Tuesday", "time": "morning", "place": "online"},
-        split="eval",
-    )
+    record = make_meeting()
     task = ElicitationTask({})
     engine = EchoEngine("  ")
     sim = LLMSimulator(engine=engine, task=task, max_tokens=64, max_chars=400)
