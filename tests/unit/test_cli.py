@@ -129,12 +129,20 @@ def test_params_prints_what_run_would_use_and_fails_like_run():
     expected = plan_run("sweet", "smoke", ["critic.optim.lr=3e-6"])
     assert doc == expected.doc and doc["critic"]["optim"]["lr"] == 3e-6 and "cory" not in doc
     assert str(expected.run_dir) in result.output.splitlines()[0]
+    colbench = runner.invoke(app, ["params", "--task", "colbench-backend"])
+    assert (
+        yaml.safe_load(colbench.output)["task"] == {"name": "colbench-backend"} and "elicitation" not in colbench.output
+    )
+    assert "--task colbench-backend" in colbench.output.splitlines()[0]
     cory = yaml.safe_load(runner.invoke(app, ["params", "--algo", "cory", "--iterations", "3"]).output)
     assert sorted(cory) == ["cory", "model"] and cory["cory"]["iterations"] == 3
     for bad, message in (
         (["-S", "cory.lr=1"], "do not apply to algo sweet"),
         (["--algo", "nope"], "nope"),
         (["-S", "critic.optim.lr=-1"], "critic.optim.lr"),
+        (["--task", "chess"], "unknown task 'chess'"),
+        (["--task", "colbench-backend", "-S", "elicitation.seed=3"], "do not apply to algo sweet"),
+        (["--baselines", "sweet"], "baseline(s) sweet"),
     ):
         printed, ran = runner.invoke(app, ["params", *bad]), runner.invoke(app, ["run", *bad])
         assert printed.exit_code == ran.exit_code == 2 and message in printed.output
