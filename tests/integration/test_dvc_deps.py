@@ -30,7 +30,7 @@ def _repro(project: Path) -> bool:
 def test_editing_a_file_the_actor_imports_reruns_the_actor_and_other_edits_do_not(project_dir):
     shutil.copytree(CODE_ROOT / "components", project_dir / "components", ignore=shutil.ignore_patterns("__pycache__"))
     git_dvc_init(project_dir)
-    spec = interpolate(dvc_stage(STAGES["actor"], "sweet"), DOC)
+    spec = interpolate(dvc_stage(STAGES["actor"], "colbench-backend", "sweet"), DOC)
     outs = [next(iter(o)) if isinstance(o, dict) else o for o in spec["outs"]]
     metrics = next(iter(spec["metrics"][0]))
     script = (

@@ -120,6 +120,7 @@ def test_an_iteration_without_signal_carries_the_actor_forward(overrides, tiny_m
     from flows.pipeline_flow import PipelineParams, pipeline_flow
 
     no_success = [o for o in overrides if not o.startswith("rollouts.offline")]  # the tiny model's own rollouts
+    no_success.append("actor.rft_min_score=1.0")  # RFT on successes only (the smoke profile lowers it)
     result = pipeline_flow(PipelineParams(algo="rft", iterations=2, profile="smoke", overrides=no_success))
     first, second = result["iterations"][1:]
     assert first["ran"] == ["rollouts"] and "no successful trajectory" in first["no_signal"]
