@@ -33,7 +33,7 @@ def run_seed(seed: int, profile: str, extra: list[str]) -> tuple[Path, float]:
     sets = [f"{key}={seed}" for key in SEEDED] + [f"eval.seeds=[{seed}]", *extra]
     cmd = [str(Path(sys.executable).parent / "sweetflow"), "run", "--profile", profile, "--baselines", "mtdpo,rft"]
     cmd += [arg for s in sets for arg in ("-S", s)]
-    params = subprocess.run([*cmd[:2], "params", *cmd[2:]], capture_output=True, text=True, check=True)
+    params = subprocess.run([cmd[0], "params", *cmd[2:]], capture_output=True, text=True, check=True)
     run_dir = Path(params.stdout.splitlines()[0].rsplit("run folder ", 1)[1])
     start = time.perf_counter()
     subprocess.run(cmd, check=True)
