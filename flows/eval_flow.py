@@ -19,7 +19,7 @@ from pydantic import Field
 from components.config.sections import ConfigError, EvalConfig
 from components.tracking import store as tracking
 from flows.options import EPISODE_FIELDS, flow_params, task_field
-from flows.plan import ZERO_SHOT, write_stages
+from flows.plan import ZERO_SHOT
 from flows.steps import (
     check_step_folder,
     dvc_repro,
@@ -28,6 +28,7 @@ from flows.steps import (
     stages_doc,
     task_name,
     with_generator,
+    write_task_stage,
 )
 from flows.tracking import track_stage
 
@@ -113,10 +114,7 @@ def eval_flow(params: EvalParams = EvalParams()) -> dict:
     check_step_folder(Path(doc["eval"]["out_dir"]))
     tracking.configure()
     task = doc["task"]["name"]
-    stages = with_generator(task, [ZERO_SHOT])
-    dvc_yaml = write_stages(Path(doc["eval"]["out_dir"]), stages, doc)
-    for stage in stages[:-1]:
-        dvc_repro(dvc_yaml, stage)
+    dvc_yaml = write_task_stage(Path(doc["eval"]["out_dir"]), ZERO_SHOT, doc)
     ran = evaluate_step(dvc_yaml)
     tracked = track_step(dvc_yaml, ran, doc)
     metrics = tracked["metrics"]

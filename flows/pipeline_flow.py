@@ -25,7 +25,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from prefect import flow, get_run_logger, task
 
 from components.stages.catalogue import STAGES, Kind
@@ -38,6 +37,7 @@ from flows.plan import (
     PipelineAlgo,
     PipelineParams,
     RunPlan,
+    baseline_stages,
     check_baselines,
     plan_run,
     write_baseline,
@@ -141,9 +141,7 @@ def run_baseline(plan: RunPlan, algo: str, start: str, parent: str, experiment: 
         get_run_logger().warning("%s baseline: no learning signal (%s); not trained", algo, it.no_signal)
         return it
     dvc_yaml = write_baseline(plan, 1, start, algo)
-    run_stages(
-        plan, dvc_yaml, list(yaml.safe_load(dvc_yaml.read_text())["stages"]), it, algo, start, parent, experiment
-    )
+    run_stages(plan, dvc_yaml, baseline_stages(algo), it, algo, start, parent, experiment)
     return it
 
 
@@ -294,9 +292,10 @@ def pipeline_flow(params: PipelineParams = PipelineParams()) -> dict:
         (plan.run_dir / "summary.json").write_text(json.dumps([asdict(it) for it in iterations], indent=2) + "\n")
         mlflow.log_artifact(str(plan.run_dir / "summary.json"))
         if not plan.gsm8k:
-            (plan.run_dir / "results.md").write_text(results_table(plan, iterations))
+            results = results_table(plan, iterations)
+            (plan.run_dir / "results.md").write_text(results)
             mlflow.log_artifact(str(plan.run_dir / "results.md"))
-            table += "\n\n" + (plan.run_dir / "results.md").read_text()
+            table += "\n\n" + results
         get_run_logger().info("MLflow run %s\n%s", run.info.run_id, table)
         return {
             "run_dir": str(plan.run_dir),

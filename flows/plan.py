@@ -218,10 +218,15 @@ def baseline_doc(plan: RunPlan, k: int, start: str, algo: str) -> dict[str, Any]
     return doc
 
 
+def baseline_stages(algo: str) -> tuple[str, ...]:
+    """A baseline's stages: its training stages, then the evaluation of its actor."""
+    return (*training_stages(algo), EVAL_ACTOR)
+
+
 def write_baseline(plan: RunPlan, k: int, start: str, algo: str, project: Path = Path(".")) -> Path:
     """iter-k/<algo>/{params.yaml,dvc.yaml}: the baseline's training stages and evaluation."""
-    stages = (*training_stages(algo), EVAL_ACTOR)
-    return write_stages(plan.iteration_dir(k) / algo, stages, baseline_doc(plan, k, start, algo), algo, project)
+    doc = baseline_doc(plan, k, start, algo)
+    return write_stages(plan.iteration_dir(k) / algo, baseline_stages(algo), doc, algo, project)
 
 
 def iteration_doc(plan: RunPlan, k: int, start: str) -> dict[str, Any]:

@@ -17,8 +17,16 @@ from prefect import flow, get_run_logger, task
 from components.config.sections import EpisodeSection, RolloutsConfig, check_rollouts
 from components.tracking import store as tracking
 from flows.options import EPISODE_FIELDS, flow_params, task_field
-from flows.plan import ROLLOUTS, write_stages
-from flows.steps import check_step_folder, dvc_repro, format_table, stages_doc, task_name, with_generator
+from flows.plan import ROLLOUTS
+from flows.steps import (
+    check_step_folder,
+    dvc_repro,
+    format_table,
+    stages_doc,
+    task_name,
+    with_generator,
+    write_task_stage,
+)
 from flows.tracking import track_stage
 
 RolloutsParams = flow_params(
@@ -83,10 +91,7 @@ def rollouts_flow(params: RolloutsParams = RolloutsParams()) -> dict:
     doc = resolve(params)
     check_step_folder(Path(doc["rollouts"]["out_dir"]))
     tracking.configure()
-    stages = with_generator(doc["task"]["name"], [ROLLOUTS])
-    dvc_yaml = write_stages(Path(doc["rollouts"]["out_dir"]), stages, doc)
-    for stage in stages[:-1]:
-        dvc_repro(dvc_yaml, stage)
+    dvc_yaml = write_task_stage(Path(doc["rollouts"]["out_dir"]), ROLLOUTS, doc)
     ran = rollouts_step(dvc_yaml)
     tracked = track_step(dvc_yaml, ran, doc)
     get_run_logger().info("MLflow run %s\n%s", tracked["run_id"], summary_table(tracked["metrics"]))

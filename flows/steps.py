@@ -62,6 +62,18 @@ def with_generator(task: str, stages: Sequence[str]) -> list[str]:
     return [*([generator] if generator else []), *stages]
 
 
+def write_task_stage(folder: Path, stage: str, doc: dict[str, Any]) -> Path:
+    """folder/{params.yaml,dvc.yaml} holding `stage` after the generator of the task `doc` plays (when
+    it has one), the generator run (DVC skips it when its records are current); returns the dvc.yaml."""
+    from flows.plan import write_stages
+
+    stages = with_generator(doc["task"]["name"], [stage])
+    dvc_yaml = write_stages(folder, stages, doc)
+    for generator in stages[:-1]:
+        dvc_repro(dvc_yaml, generator)
+    return dvc_yaml
+
+
 def check_step_folder(folder: Path) -> None:
     """A step's dvc.yaml lives in its output folder, which must lie inside this DVC project."""
     if not Path(".dvc").is_dir():
