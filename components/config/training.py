@@ -60,6 +60,11 @@ class OptimConfig(_Section):
     adam_betas: tuple[float, float] = Field((0.9, 0.95), description="AdamW betas")
     weight_decay: float = Field(0.0, ge=0.0, description="AdamW weight decay")
     dtype: str = Field("auto", pattern="^(auto|float32|bfloat16)$", description="auto: bf16 on GPU, fp32 on CPU")
+    master_weights: bool = Field(
+        True,
+        description="bf16 models: AdamW steps fp32 copies of the weights (as DeepSpeed bf16); false steps the "
+        "bf16 weights, which ignores updates below their spacing (every update at lr 2e-7)",
+    )
     lora: LoraSection | None = Field(None, description="train LoRA adapters (PEFT) instead of all weights")
     gradient_checkpointing: bool = Field(False, description="recompute activations to save memory")
     checkpoint_every: int = Field(20, ge=1, description="optimizer steps between checkpoints")

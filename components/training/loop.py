@@ -1,7 +1,8 @@
 """The one training loop shared by the critic and the actor (DESIGN.md convention 7).
 
 Written out, no Trainer hierarchy: seeded shuffling per epoch, gradient accumulation over
-micro-batches (the loss of a step is the example-weighted mean of its micro-batches), AdamW,
+micro-batches (the loss of a step is the example-weighted mean of its micro-batches), AdamW (with
+fp32 master weights for bf16 models: training/precision.py),
 linear warm-up then cosine decay to `min_lr_ratio` x lr, global grad-norm clipping, checkpoints
 every `checkpoint_every` steps and at the end, resume from the newest checkpoint (the data order
 is a function of the seed and the epoch, so a resumed run sees exactly the batches it would
@@ -27,6 +28,7 @@ from tqdm.auto import tqdm
 
 from components.config.training import OptimConfig
 from components.training import checkpoint
+from components.training.precision import adamw
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -49,7 +51,7 @@ def make_optimizer(model, optim: OptimConfig, steps: int):
     from transformers import get_cosine_with_min_lr_schedule_with_warmup
 
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=optim.lr, betas=optim.adam_betas, weight_decay=optim.weight_decay)
+    opt = adamw(params, optim.master_weights, lr=optim.lr, betas=optim.adam_betas, weight_decay=optim.weight_decay)
     sched = get_cosine_with_min_lr_schedule_with_warmup(
         opt, round(optim.warmup_ratio * steps), steps, min_lr_rate=optim.min_lr_ratio
     )
