@@ -45,6 +45,7 @@ def tiny_config(model_dir: Path, tmp_path: Path, **overrides) -> CoryConfig:
         "eval_questions": 2,
         "max_new_tokens": 5,
         "lr": 1e-2,
+        "ppo_lr": 1e-2,
         "engine": "hf",
         "save_merged": False,
         "lora": {"r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"]},

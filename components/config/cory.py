@@ -7,10 +7,33 @@ a one-time ~90 s engine build), ~107 s with hf; PPO ~41 s and ~61 s; so 10 minut
 ALGORITHMS.md "CORY": batch 32, eta 0.01, 100 iterations, lr 1e-4 for CORY and 1e-5 for PPO,
 T = 5, clip 0.2, gamma 1, lambda 0.95) are noted beside each field and belong in a GPU profile.
 
-There is ONE `lr` for both algorithms: the paper tunes it per algorithm (1e-4 CORY, 1e-5 PPO), so
-a profile that follows the paper sets `cory.lr` per run (`-S cory.lr=1e-5` with `--algo ppo`).
-Contradictions (a minibatch larger than an agent's batch, or one that does not divide it) are
-rejected when the section is loaded.
+Learning rates: each algorithm has its own, as in the paper (GSM8K: 1e-4 for CORY, 1e-5 for PPO):
+`lr` is CORY's (both agents), `ppo_lr` the PPO baseline's; a run uses the one of its `algo`
+(`learning_rate`), and both are in the run's params (MLflow) with the rate actually used logged
+per agent and iteration as `train/<agent>/lr`. The gpu-8b profile sets the paper's pair (the
+authors' IMDB scripts, the only public code, use 1.41e-5 for both). The CPU defaults are equal
+(1e-4): a CPU run is a few iterations of a few Adam steps, each moving a weight by about lr, so
+at 1e-5 PPO's adapter would stay near its start, and equal rates make the short comparison
+differ in the algorithm only.
+
+Equal token budget (our choice): PPO samples TWO answers per question (query-only prompt, two
+seeds), so per iteration it generates as many answers as CORY's pioneer + observer together and
+trains its one agent on 2 x questions_per_iteration answers, on the same questions. The authors'
+IMDB code instead gives each PPO trainer the same batch (256 queries, one answer each, in both
+imdb_train/ppo.py and imdb_train/cory.py), so there CORY generates twice PPO's answers.
+
+Reward shaping (`shaping`, components.cory.shaping): `paper` (the default) is what the paper
+describes, a per-token penalty -eta * KL with a FIXED eta and the sampled-token estimator
+log pi(a_t) - log pi_0(a_t), on the raw task reward. `trl` is what the authors' code runs (their
+IMDB scripts, TRL 0.7's PPOTrainer): an adaptive KL coefficient (Ziegler et al. 2019; starting
+at `trl.init_kl_coef`, target `trl.target`, horizon `trl.horizon`; eta then only weighs the
+evaluation objective), the full-distribution KL over the vocabulary at each response position,
+and a running mean/std normalisation of the scores (`trl.score_scaling`). The default follows the
+paper because the paper is the specification we reproduce, its GSM8K setting has no public script,
+and a fixed eta keeps the trained objective equal to the evaluated one (task reward - eta * KL).
+
+Contradictions (a minibatch larger than an agent's batch, or one that does not divide it; running
+score statistics over fewer than two scores) are rejected when the section is loaded.
 """
 
 from __future__ import annotations
@@ -35,6 +58,33 @@ class CoryEngine(str, Enum):
     vllm = "vllm"  # vLLM, given each agent's merged weights after its updates (see vllm_sync)
 
 
+class Shaping(str, Enum):
+    paper = "paper"  # fixed eta, sampled-token KL, raw task reward (the paper's description)
+    trl = "trl"  # the authors' code: adaptive KL coefficient, full-vocabulary KL, running score normalisation
+
+
+class ScoreScaling(str, Enum):
+    none = "none"  # raw scores (TRL: use_score_scaling False)
+    scale = "scale"  # score / (running std + eps) (TRL: use_score_scaling True, use_score_norm False)
+    norm = "norm"  # (score - running mean) / (running std + eps) (TRL: both True)
+
+
+class TrlShapingSection(_Section):
+    """`shaping: trl`: TRL 0.7 PPOTrainer's reward shaping with the authors' values (their CORY IMDB
+    script, imdb_train/cory.py; their PPO script, imdb_train/ppo.py, differs where noted)."""
+
+    init_kl_coef: float = Field(
+        0.4, gt=0.0, description="adaptive KL coefficient at the start (authors' cory.py: 0.4; their ppo.py: 0.3)"
+    )
+    target: float = Field(6.0, gt=0.0, description="KL target of the adaptive controller, nats per answer (TRL: 6)")
+    horizon: float = Field(10000.0, gt=0.0, description="horizon of the adaptive controller, in samples (TRL: 10000)")
+    score_scaling: ScoreScaling = Field(
+        ScoreScaling.norm,
+        description="none | scale | norm: running statistics of the scores "
+        "(authors' cory.py: norm; their ppo.py: none)",
+    )
+
+
 class VllmSync(str, Enum):
     inplace = "inplace"  # one engine; its weights are reloaded in place from the agent's merged folder
     reload = "reload"  # one engine per agent, rebuilt from its merged folder after every update
@@ -57,7 +107,7 @@ class CoryConfig(_Section):
         ge=1,
         description="training questions drawn per iteration (paper: "
         "batch 32). CORY answers each twice (pioneer, observer); PPO samples "
-        "two answers per question, so both generate the same number of answers",
+        "two answers per question, so both generate the same number of answers (equal token budget)",
     )
     train_file: Path = Field(Path("data/gsm8k/train.jsonl"), description="GSM8K training questions (JSONL)")
     test_file: Path = Field(Path("data/gsm8k/test.jsonl"), description="GSM8K test questions (JSONL)")
@@ -78,12 +128,26 @@ class CoryConfig(_Section):
         description="wrap each prompt as one user message in the model's chat "
         "template (instruct models); false: the raw 'Question: ... Answer:' text",
     )
-    eta: float = Field(0.01, ge=0.0, description="KL coefficient of the per-token penalty (paper: 0.01)")
-    lr: float = Field(
+    eta: float = Field(
+        0.01,
+        ge=0.0,
+        description="KL coefficient of the per-token penalty (paper: 0.01) and of the evaluation "
+        "objective; with shaping trl only the latter (training starts at trl.init_kl_coef)",
+    )
+    lr: float = Field(1e-4, gt=0.0, le=1.0, description="CORY: AdamW learning rate of both agents (paper GSM8K: 1e-4)")
+    ppo_lr: float = Field(
         1e-4,
         gt=0.0,
         le=1.0,
-        description="AdamW learning rate of every agent (paper: 1e-4 CORY, 1e-5 PPO; one field, set per run)",
+        description="PPO baseline: AdamW learning rate of its agent (paper GSM8K: 1e-5; the CPU default equals lr)",
+    )
+    shaping: Shaping = Field(
+        Shaping.paper,
+        description="paper (fixed eta, sampled-token KL, raw reward) | trl (the authors' code: see `trl`)",
+    )
+    trl: TrlShapingSection = Field(
+        default_factory=TrlShapingSection,
+        description="shaping trl only: init_kl_coef, target, horizon, score_scaling",
     )
     ppo_epochs: int = Field(2, ge=1, description="passes over an iteration's samples (TRL default: 4)")
     minibatch_size: int = Field(
@@ -120,6 +184,11 @@ class CoryConfig(_Section):
     save_merged: bool = Field(False, description="also write each agent as a merged HF folder at the end")
 
     @property
+    def learning_rate(self) -> float:
+        """The AdamW learning rate of this run's agents: `lr` for cory, `ppo_lr` for ppo."""
+        return self.ppo_lr if self.algo == CoryAlgo.ppo else self.lr
+
+    @property
     def samples_per_agent(self) -> int:
         """Answers each agent is trained on per iteration."""
         return self.questions_per_iteration * (2 if self.algo == CoryAlgo.ppo else 1)
@@ -137,6 +206,11 @@ class CoryConfig(_Section):
                 f"minibatch_size ({self.minibatch_size}) must divide an agent's samples per "
                 f"iteration ({n}), so that every optimizer step sees a full minibatch"
             )
+        if self.shaping == Shaping.trl and self.trl.score_scaling != ScoreScaling.none and n < 2:
+            raise ValueError(
+                f"shaping trl with score_scaling {self.trl.score_scaling.value} needs at least 2 samples per "
+                f"agent and iteration (it has {n}): the running std of one score is undefined"
+            )
         if self.train_file == self.test_file:
             raise ValueError(
                 f"train_file and test_file are the same file ({self.train_file}): the evaluation "
@@ -146,5 +220,6 @@ class CoryConfig(_Section):
 
     def fingerprint(self) -> dict:
         """What a checkpoint must share with this config to be resumed: everything but the number of
-        iterations (a run may be extended) and where it lives."""
-        return self.model_dump(mode="json", exclude={"iterations", "out_dir"})
+        iterations (a run may be extended), where it lives and the other algorithm's learning rate."""
+        unused_lr = "lr" if self.algo == CoryAlgo.ppo else "ppo_lr"
+        return self.model_dump(mode="json", exclude={"iterations", "out_dir", unused_lr})

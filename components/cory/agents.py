@@ -1,4 +1,5 @@
-"""CORY's agents: LoRA adapters on ONE frozen base model, each with its own value head and AdamW.
+"""CORY's agents: LoRA adapters on ONE frozen base model, each with its own value head, AdamW and
+reward-shaping state.
 
 Reads: the base model folder. Writes: merged HF folders (`export_merged`) when asked.
 
@@ -10,12 +11,17 @@ LoRA B matrix is zero, so both agents and pi_0 are the same policy.
 
 Value head (as TRL's AutoModelForCausalLMWithValueHead, without its dropout): a linear layer on
 the last hidden state (after the final norm), initialised to zero (V = 0 at start). Its loss also
-trains the agent's adapter (shared backbone, weighted by vf_coef), as in TRL.
+trains the agent's adapter (shared backbone, weighted by vf_coef), as in TRL. The optimizer is AdamW
+with fp32 master weights for any bf16 parameter (training/precision.py; PEFT already upcasts LoRA
+adapters to fp32 on a bf16 base, checked in tests) at `cfg.learning_rate` (cory.lr for CORY,
+cory.ppo_lr for the PPO baseline). The shaping state (components.cory.shaping: KL coefficient,
+running score moments) is per agent and saved with it.
 
 Roles: `roles_at` is a pure function of the iteration: agent0 is the pioneer for iterations
 1..T, agent1 for T+1..2T, and so on. Exchanging roles only changes which agent is asked to
-answer first; each agent keeps its adapter, value head AND optimizer state (the authors' code
-re-creates its trainers at every exchange and so loses the Adam moments).
+answer first; each agent keeps its adapter, value head, optimizer AND shaping state (the authors'
+code re-creates its trainers at every exchange and so loses the Adam moments, and with shaping trl
+resets the KL coefficient and the score statistics).
 """
 
 from __future__ import annotations
@@ -28,20 +34,24 @@ from pathlib import Path
 import torch
 
 from components.config.cory import CoryAlgo, CoryConfig
+from components.cory.shaping import ShapingState, initial_state
+from components.training.precision import MasterAdamW
 
 PIONEER, OBSERVER, POLICY = "pioneer", "observer", "policy"
 
 
 @dataclass
 class Agent:
-    """One trainable agent: the adapter's name, its value head and its optimizer."""
+    """One trainable agent: the adapter's name, its value head, its optimizer and its shaping state."""
 
     name: str
     value_head: torch.nn.Linear
-    optimizer: torch.optim.AdamW
+    optimizer: MasterAdamW
+    shaping: ShapingState
 
     def parameters(self) -> list[torch.nn.Parameter]:
-        return [p for group in self.optimizer.param_groups for p in group["params"]]
+        """The model's parameters this agent trains (not the optimizer's fp32 copies of them)."""
+        return self.optimizer.model_params
 
 
 def agent_names(algo: CoryAlgo) -> list[str]:
@@ -89,7 +99,8 @@ class AgentPool:
             torch.nn.init.zeros_(head.weight)
             torch.nn.init.zeros_(head.bias)
             params = self.adapter_parameters(name) + list(head.parameters())
-            self.agents[name] = Agent(name, head, torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0))
+            optimizer = MasterAdamW(params, lr=cfg.learning_rate, weight_decay=0.0)
+            self.agents[name] = Agent(name, head, optimizer, initial_state(cfg))
         self.activate(names[0])
 
     def adapter_parameters(self, name: str) -> list[torch.nn.Parameter]:
@@ -110,7 +121,7 @@ class AgentPool:
         return self.model.disable_adapter()
 
     def state_dict(self) -> dict:
-        """Adapters, value heads and optimizer states of every agent (what a checkpoint holds)."""
+        """Adapters, value heads, optimizer and shaping states of every agent (what a checkpoint holds)."""
         from peft import get_peft_model_state_dict
 
         return {
@@ -118,6 +129,7 @@ class AgentPool:
                 "adapter": get_peft_model_state_dict(self.model, adapter_name=name),
                 "value_head": agent.value_head.state_dict(),
                 "optimizer": agent.optimizer.state_dict(),
+                "shaping": agent.shaping.state_dict(),
             }
             for name, agent in self.agents.items()
         }
@@ -134,6 +146,7 @@ class AgentPool:
                 raise ValueError(f"adapter {name}: checkpoint keys not in the model: {unused[:3]}")
             agent.value_head.load_state_dict(state[name]["value_head"])
             agent.optimizer.load_state_dict(state[name]["optimizer"])
+            agent.shaping = ShapingState.from_dict(state[name]["shaping"])
 
     def merged_weights(self, name: str) -> dict[str, torch.Tensor]:
         """HF parameter name -> base weight + adapter `name`'s delta (scale * B @ A), for every weight

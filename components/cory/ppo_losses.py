@@ -3,9 +3,11 @@
 Each CORY agent is trained with its own PPO (Ma et al. 2024, sec. 3 and ALGORITHMS.md "CORY"),
 the RLHF form of PPO (Ziegler et al. 2019; Ouyang et al. 2022) that TRL's PPOTrainer implements:
 
-- `kl_penalized_rewards`: r_t = -eta * (log pi(a_t|s_t) - log pi_0(a_t|s_t)) at every response
-  token, plus the task reward R (CORY: the collective reward r(q,a1) + r(q,a2)) at the last token.
-  The per-token KL uses the sampled-token estimator log pi - log pi_0 (TRL's "kl").
+- `penalized_rewards`: r_t = -coef * kl_t at every response token, plus the task reward R (CORY:
+  the collective reward r(q,a1) + r(q,a2)) at the last token; `kl_penalized_rewards` is it with the
+  sampled-token estimator kl_t = log pi(a_t|s_t) - log pi_0(a_t|s_t) (TRL's kl_penalty "kl").
+- `full_kl`: KL(pi(.|s_t) || pi_0(.|s_t)) = sum_v pi(v|s_t) (log pi(v|s_t) - log pi_0(v|s_t)) over
+  the whole vocabulary at each position (TRL's kl_penalty "full"); >= 0 at every position.
 - `gae`: generalised advantage estimation (Schulman et al. 2016, eq. 16):
   delta_t = r_t + gamma * V_{t+1} - V_t,  A_t = delta_t + gamma * lam * A_{t+1},  returns = A + V,
   with V and A after a row's last token taken as 0 (the episode ends with the response).
@@ -44,19 +46,32 @@ def last_token_index(mask: Tensor) -> Tensor:
     return torch.where(mask.bool(), positions, torch.zeros_like(positions)).max(dim=-1).values
 
 
+def full_kl(logits: Tensor, ref_logits: Tensor) -> Tensor:
+    """(B, T) exact KL(pi || pi_0) over the last dimension (the vocabulary) of two (B, T, V) logit
+    tensors, computed in float32; detached. Padding is left to the caller's mask."""
+    logp = torch.log_softmax(logits.detach().float(), dim=-1)
+    ref = torch.log_softmax(ref_logits.detach().float(), dim=-1)
+    return (logp.exp() * (logp - ref)).sum(-1)
+
+
 def kl_penalized_rewards(
     task_reward: Tensor, logprobs: Tensor, ref_logprobs: Tensor, mask: Tensor, eta: float
 ) -> Tensor:
-    """Per-token rewards (B, T): -eta * (logprobs - ref_logprobs), plus `task_reward` (B,) at each
-    row's last unmasked token; 0 on padding. A row with no unmasked token gets no reward at all.
-    The result is detached: rewards are constants for the PPO update."""
+    """`penalized_rewards` with the sampled-token KL estimator logprobs - ref_logprobs."""
+    return penalized_rewards(task_reward, logprobs.detach() - ref_logprobs.detach(), mask, eta)
+
+
+def penalized_rewards(task_reward: Tensor, kl: Tensor, mask: Tensor, coef: float) -> Tensor:
+    """Per-token rewards (B, T): -coef * kl, plus `task_reward` (B,) at each row's last unmasked
+    token; 0 on padding. A row with no unmasked token gets no reward at all. The result is
+    detached: rewards are constants for the PPO update."""
     if task_reward.shape != mask.shape[:1]:
         raise ValueError(
             f"task_reward must have shape {tuple(mask.shape[:1])} (one per row), got {tuple(task_reward.shape)}"
         )
     mask = mask.bool()
-    kl = _zero_padding(logprobs.detach() - ref_logprobs.detach(), mask)
-    rewards = -eta * kl
+    kl = _zero_padding(kl.detach(), mask)
+    rewards = -coef * kl
     has_tokens = mask.any(dim=-1)
     bonus = torch.where(
         has_tokens, task_reward.detach().to(rewards.dtype), torch.zeros_like(task_reward, dtype=rewards.dtype)

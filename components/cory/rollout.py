@@ -15,8 +15,9 @@ draws the same answers.
 
 `collate` lays a batch out as [left-padded prompt | right-padded response], so every response
 starts at the same column P and one `logits_to_keep` slice scores all of them; `score` returns
-the agent's log-probs, its value estimates and the reference (adapters disabled) log-probs of each
-response token, all at temperature 1.
+the agent's log-probs, its value estimates, the reference (adapters disabled) log-probs of each
+response token and the exact per-position KL to the reference over the vocabulary, all at
+temperature 1 (the full KL is what `shaping: trl` penalises; with `paper` it is a diagnostic).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import torch
 
 from components.cory.agents import OBSERVER, PIONEER, POLICY, AgentPool
 from components.cory.gsm8k import GSM8KRow, observer_prompt, query_prompt, reward
+from components.cory.ppo_losses import full_kl
 from components.engines.base import Engine, Generation, SamplingConfig
 from components.episodes.driver import derive_seed
 from components.lm.logprobs import token_logprobs
@@ -176,8 +178,10 @@ def collate(pairs: Sequence[tuple[list[int], list[int]]], pad_id: int, device: t
     )
 
 
-def forward(model, value_head: torch.nn.Linear | None, batch: PolicyBatch) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """(log-probs (B, R) of the response tokens, values (B, R) or None) under the active adapter.
+def response_logits(
+    model, value_head: torch.nn.Linear | None, batch: PolicyBatch
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(logits (B, R, V) over the response tokens, values (B, R) or None) under the active adapter.
 
     The logits and hidden state at column P - 1 + t predict / value response token t."""
     width_r = batch.response_ids.shape[1]
@@ -189,28 +193,49 @@ def forward(model, value_head: torch.nn.Linear | None, batch: PolicyBatch) -> tu
         logits_to_keep=width_r + 1,
         use_cache=False,
     )
-    logps = token_logprobs(out.logits[:, :width_r], batch.response_ids)
     if value_head is None:
-        return logps, None
+        return out.logits[:, :width_r], None
     start = batch.prompt_width - 1
     hidden = out.hidden_states[-1][:, start : start + width_r]
-    return logps, value_head(hidden.to(value_head.weight.dtype)).squeeze(-1)
+    return out.logits[:, :width_r], value_head(hidden.to(value_head.weight.dtype)).squeeze(-1)
+
+
+def forward(model, value_head: torch.nn.Linear | None, batch: PolicyBatch) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(log-probs (B, R) of the response tokens, values (B, R) or None) under the active adapter."""
+    logits, values = response_logits(model, value_head, batch)
+    return token_logprobs(logits, batch.response_ids), values
+
+
+@dataclass
+class Scored:
+    """A batch scored once before a PPO update, each (B, R), detached; `kl_full` is 0 on padding."""
+
+    logps: torch.Tensor  # the agent's log-probs of the response tokens
+    values: torch.Tensor  # its value head's estimates
+    ref: torch.Tensor  # the reference pi_0's log-probs of the response tokens
+    kl_full: torch.Tensor  # KL(pi(.|s_t) || pi_0(.|s_t)) over the vocabulary at each response position
 
 
 @torch.no_grad()
-def score(
-    pool: AgentPool, agent: str, batch: PolicyBatch, chunk: int
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(log-probs, values, reference log-probs), each (B, R), in row chunks, without gradients."""
+def score(pool: AgentPool, agent: str, batch: PolicyBatch, chunk: int) -> Scored:
+    """The agent's and the reference's view of `batch`, in row chunks, without gradients."""
     head = pool.activate(agent).value_head
-    parts: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+    parts: list[tuple[torch.Tensor, ...]] = []
     for start in range(0, batch.input_ids.shape[0], chunk):
         rows = batch.rows(slice(start, start + chunk))
-        logps, values = forward(pool.model, head, rows)
+        logits, values = response_logits(pool.model, head, rows)
         with pool.reference():
-            ref, _ = forward(pool.model, None, rows)
-        parts.append((logps, values, ref))
-    return tuple(torch.cat(cols) for cols in zip(*parts))  # type: ignore[return-value]
+            ref_logits, _ = response_logits(pool.model, None, rows)
+        full = full_kl(logits, ref_logits)
+        parts.append(
+            (
+                token_logprobs(logits, rows.response_ids),
+                values,
+                token_logprobs(ref_logits, rows.response_ids),
+                torch.where(rows.mask, full, torch.zeros_like(full)),
+            )
+        )
+    return Scored(*(torch.cat(cols) for cols in zip(*parts)))
 
 
 @torch.no_grad()
@@ -221,23 +246,14 @@ def kl_to_reference(pool: AgentPool, agent: str, batch: PolicyBatch, chunk: int)
     Summed over an answer, `exact` is the KL along that answer's states, >= 0 even for greedy
     answers, on which the sampled estimator is biased and can be negative."""
     pool.activate(agent)
-    width_r = batch.response_ids.shape[1]
     sampled, exact = [], []
     for start in range(0, batch.input_ids.shape[0], chunk):
         rows = batch.rows(slice(start, start + chunk))
-        kwargs = {
-            "input_ids": rows.input_ids,
-            "attention_mask": rows.attention_mask,
-            "position_ids": rows.position_ids,
-            "logits_to_keep": width_r + 1,
-            "use_cache": False,
-        }
-        logp = torch.log_softmax(pool.model(**kwargs).logits[:, :width_r].float(), dim=-1)
+        logits, _ = response_logits(pool.model, None, rows)
         with pool.reference():
-            ref = torch.log_softmax(pool.model(**kwargs).logits[:, :width_r].float(), dim=-1)
-        ids = rows.response_ids.unsqueeze(-1)
-        token = (logp.gather(-1, ids) - ref.gather(-1, ids)).squeeze(-1)
-        full = (logp.exp() * (logp - ref)).sum(-1)
+            ref_logits, _ = response_logits(pool.model, None, rows)
+        token = token_logprobs(logits, rows.response_ids) - token_logprobs(ref_logits, rows.response_ids)
+        full = full_kl(logits, ref_logits)
         sampled.append(torch.where(rows.mask, token, torch.zeros_like(token)))
         exact.append(torch.where(rows.mask, full, torch.zeros_like(full)))
     return torch.cat(sampled), torch.cat(exact)

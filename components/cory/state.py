@@ -2,14 +2,16 @@
 
 Reads and writes under out_dir:
 - `checkpoint/state.pt`: after the initial evaluation (iteration 0) and after every iteration,
-  every agent's adapter, value head and optimizer
-  state, the completed iteration, the torch/Python RNG states and the config fingerprint. Written
-  to a temporary file and renamed, so a crash mid-write leaves the previous one intact.
+  every agent's adapter, value head, optimizer state and shaping state (KL coefficient, running
+  score moments), the completed iteration, the torch/Python RNG states and the config
+  fingerprint. Written to a temporary file and renamed, so a crash mid-write leaves the previous
+  one intact.
 - `iterations.jsonl`, `samples.jsonl`: one or more rows per iteration, appended BEFORE the
   checkpoint. On resume, rows of iterations after the checkpoint (work that was lost in the crash)
   are dropped, so the re-run iteration appears once.
 A checkpoint saved under another config (`CoryConfig.fingerprint`: everything but the number of
-iterations and the output folder) is not resumed: the run starts afresh and the old files go.
+iterations, the output folder and the other algorithm's learning rate) is not resumed: the run
+starts afresh and the old files go.
 """
 
 from __future__ import annotations

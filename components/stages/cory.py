@@ -5,8 +5,10 @@ Run as `python -m components.stages.cory [--config JSON]` (JSON: {"cory": {...}}
 Writes to `cory.out_dir`:
 - `eval_initial.json`: the base model's evaluation before any update (both agents start there);
 - `iterations.jsonl`: one row per iteration: roles, per-agent train metrics (`train/<agent>/...`:
-  task_reward, correct, kl, nonscore_reward, policy_loss, value_loss, clipfrac, value_clipfrac,
-  approx_kl, grad_norm, response_tokens, ...), correctness per role (`train/<role>/correct`),
+  task_reward, correct, kl (the KL the penalty used, summed per answer), kl_sampled, kl_full,
+  kl_coef, nonscore_reward, score (the task reward after shaping), score_running_mean/std, lr (the
+  learning rate in use: cory.lr or cory.ppo_lr), policy_loss, value_loss, clipfrac,
+  value_clipfrac, approx_kl, grad_norm, response_tokens, ...), correctness per role (`train/<role>/correct`),
   per-agent evaluation (`eval/<agent>/pass_at_1|reward|kl|kl_sampled|objective|response_tokens|tokens`),
   tokens generated and seconds (total, rollout, update, eval);
 - `samples.jsonl`: the first questions' answers of each iteration, to read;
@@ -19,8 +21,10 @@ Algorithm (Ma et al. 2024, arXiv 2410.06101, sec. 3; ALGORITHMS.md "CORY"): each
 questions, the pioneer answers, the observer answers with the pioneer's answer as reference, both
 get r(q,a1) + r(q,a2) and are updated by their own PPO (components.cory.ppo); roles are exchanged
 every T iterations (components.cory.agents). `algo: ppo` is the single-agent baseline with the
-same number of answers per iteration (components.cory.rollout). Departures from the paper: LoRA
-adapters on one frozen base instead of two full copies; optimizer state kept across exchanges.
+same number of answers per iteration (components.cory.rollout) and its own learning rate
+(`cory.ppo_lr`). `shaping` chooses the paper's reward shaping (default) or the authors' TRL one
+(components.cory.shaping). Departures from the paper: LoRA adapters on one frozen base instead of
+two full copies; optimizer and shaping state kept across exchanges.
 """
 
 from __future__ import annotations

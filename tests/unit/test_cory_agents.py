@@ -1,5 +1,6 @@
 """CORY's agents on the tiny model: the reference stays frozen, role exchange keeps every agent's
-parameters and optimizer state, checkpoints round-trip, merged exports equal the adapter."""
+parameters and optimizer state, checkpoints round-trip (shaping state included), merged exports
+equal the adapter."""
 
 import pytest
 import torch
@@ -9,6 +10,7 @@ from components.cory.agents import AgentPool, agent_names
 from components.cory.ppo import ppo_update
 from components.cory.rollout import Sample, collate, forward
 from components.cory.serving import InMemoryServer, ReloadServer
+from components.cory.shaping import ScoreMoments, ShapingState
 from components.engines.base import SamplingConfig
 from components.stages import cory as train
 from tests.cory_helpers import parity_reward, tiny_config
@@ -112,12 +114,15 @@ def test_role_exchange_keeps_parameters_and_optimizer_state(cfg, tmp_path, monke
 def test_checkpoint_state_round_trips(pool, cfg):
     for name in pool.agents:
         ppo_update(pool, name, synthetic_samples(pool, name), cfg, iteration=1)
+    pool.agents["agent1"].shaping = ShapingState(0.123, ScoreMoments(1.5, 2.0, 1.7, 9.0))
     saved = {name: snapshot(pool, name) for name in pool.agents}
     fresh = AgentPool(cfg, agent_names(cfg.algo))
     assert not same(snapshot(fresh, "agent0"), saved["agent0"])
+    assert fresh.agents["agent1"].shaping == ShapingState(cfg.eta)
     fresh.load_state_dict(pool.state_dict())
     for name in pool.agents:
         assert same(snapshot(fresh, name), saved[name])
+        assert fresh.agents[name].shaping == pool.agents[name].shaping
 
 
 def test_merged_export_and_reload_serve_the_trained_agent(pool, cfg, tmp_path):
@@ -135,3 +140,15 @@ def test_merged_export_and_reload_serve_the_trained_agent(pool, cfg, tmp_path):
     assert reload.engine_for("agent1") is not first  # rebuilt after an update
     reload.close()
     assert not (tmp_path / "serving").exists()  # scratch weights are removed
+
+
+def test_on_a_bf16_base_every_trained_parameter_is_fp32_and_moves_at_the_papers_rate(tiny_model_dir, tmp_path):
+    cfg = tiny_config(tiny_model_dir, tmp_path, dtype="bfloat16", lr=2e-7)
+    pool = AgentPool(cfg, agent_names(cfg.algo))
+    assert pool.model.get_base_model().dtype == torch.bfloat16
+    for agent in pool.agents.values():  # PEFT upcasts adapters; value heads are built fp32
+        assert {p.dtype for p in agent.parameters()} == {torch.float32} and agent.optimizer.pairs == []
+    before = [p.detach().clone() for p in pool.agents["agent0"].parameters()]
+    ppo_update(pool, "agent0", synthetic_samples(pool, "agent0"), cfg, iteration=1)
+    after = pool.agents["agent0"].parameters()
+    assert sum(not torch.equal(a, b) for a, b in zip(before, after)) >= len(before) // 2

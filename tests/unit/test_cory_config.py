@@ -4,7 +4,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from components.config.cory import CoryAlgo, CoryConfig
+from components.config.cory import CoryAlgo, CoryConfig, ScoreScaling, Shaping
 from components.cory.agents import roles_at
 from components.stages.cli import stage_cli
 
@@ -36,6 +36,11 @@ def test_ppo_trains_its_one_agent_on_twice_the_answers():
         ({"lam": 1.2}, "less than or equal to 1"),
         ({"lora": {"r": 0}}, "greater than or equal to 1"),
         ({"learning_rate": 1e-4}, "Extra inputs"),
+        ({"ppo_lr": 0.0}, "greater than 0"),
+        ({"shaping": "adaptive"}, "paper"),
+        ({"trl": {"score_scaling": "whiten"}}, "none"),
+        ({"trl": {"kl_target": 6}}, "Extra inputs"),
+        ({"shaping": "trl", "questions_per_iteration": 1, "minibatch_size": 1}, "running std of one score"),
     ],
 )
 def test_contradictions_and_bad_values_are_rejected(values, message):
@@ -54,10 +59,29 @@ def test_stage_cli_validates_the_stage_sections_of_the_params_file(tmp_path, mon
         stage_cli("components.stages.cory")
 
 
-def test_fingerprint_ignores_only_the_iteration_count_and_places():
+def test_fingerprint_ignores_only_the_iteration_count_places_and_the_other_algorithms_lr():
     a = CoryConfig(iterations=3, out_dir="runs/a")
     assert a.fingerprint() == CoryConfig(iterations=9, out_dir="runs/b").fingerprint()
     assert a.fingerprint() != CoryConfig(iterations=3, lr=1e-5).fingerprint()
+    assert a.fingerprint() == CoryConfig(iterations=3, ppo_lr=1e-5).fingerprint()  # cory does not use ppo_lr
+    ppo = CoryConfig(algo="ppo")
+    assert ppo.fingerprint() != CoryConfig(algo="ppo", ppo_lr=1e-5).fingerprint()
+    assert ppo.fingerprint() == CoryConfig(algo="ppo", lr=1e-5).fingerprint()
+    assert a.fingerprint() != CoryConfig(iterations=3, shaping="trl").fingerprint()
+
+
+def test_each_algorithm_trains_at_its_own_learning_rate():
+    assert CoryConfig(lr=1e-4, ppo_lr=1e-5).learning_rate == 1e-4
+    assert (
+        CoryConfig(algo="ppo", questions_per_iteration=2, minibatch_size=4, lr=1e-4, ppo_lr=1e-5).learning_rate == 1e-5
+    )
+
+
+def test_paper_shaping_is_the_default_and_trl_carries_the_authors_values():
+    cfg = CoryConfig()
+    assert cfg.shaping == Shaping.paper
+    assert (cfg.trl.init_kl_coef, cfg.trl.target, cfg.trl.horizon) == (0.4, 6.0, 10000.0)
+    assert cfg.trl.score_scaling == ScoreScaling.norm
 
 
 def test_roles_exchange_every_t_iterations():

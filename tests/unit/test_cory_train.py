@@ -1,5 +1,6 @@
 """The CORY component end to end on the tiny model: files written, the policy moves, a killed run
-resumes at the right iteration without duplicated rows, another config starts afresh."""
+resumes at the right iteration without duplicated rows, another config starts afresh; each
+algorithm trains at its own learning rate; `shaping: trl` runs and resumes with its state."""
 
 import json
 
@@ -103,3 +104,53 @@ def test_a_longer_run_extends_and_another_config_starts_afresh(tiny_model_dir, t
     run(cfg.model_copy(update={"lr": 5e-3}))
     assert [r["iteration"] for r in rows_of(cfg.out_dir)] == [1]
     assert torch.load(cfg.out_dir / state.CHECKPOINT, weights_only=False)["config"]["lr"] == 5e-3
+
+
+def checkpoint_of(cfg):
+    return torch.load(cfg.out_dir / state.CHECKPOINT, weights_only=False)
+
+
+@pytest.mark.parametrize("algo, agents", [("cory", ["agent0", "agent1"]), ("ppo", ["agent0"])])
+def test_trl_shaping_runs_one_iteration_with_its_state_in_the_checkpoint(tiny_model_dir, tmp_path, algo, agents):
+    cfg = tiny_config(tiny_model_dir, tmp_path, algo=algo, shaping="trl", lr=1e-2, ppo_lr=2e-2)
+    run(cfg)
+    [row] = rows_of(cfg.out_dir)
+    saved = checkpoint_of(cfg)["agents"]
+    for agent in agents:
+        assert row[f"train/{agent}/lr"] == cfg.learning_rate == (2e-2 if algo == "ppo" else 1e-2)
+        assert row[f"train/{agent}/kl_coef"] == cfg.trl.init_kl_coef  # the first iteration uses the initial one
+        assert row[f"train/{agent}/kl"] == pytest.approx(row[f"train/{agent}/kl_full"])  # the penalty's KL
+        assert row[f"train/{agent}/grad_norm"] > 0
+        shaping = saved[agent]["shaping"]
+        assert shaping["kl_coef"] != cfg.trl.init_kl_coef  # updated from the iteration's KL (far below target 6)
+        assert shaping["kl_coef"] == pytest.approx(0.4 * (1 - 0.2 * cfg.samples_per_agent / 10000))
+        assert shaping["moments"]["count"] == pytest.approx(cfg.samples_per_agent)
+        assert shaping["moments"]["mean"] == pytest.approx(row[f"train/{agent}/task_reward"])
+
+
+def test_paper_shaping_penalises_the_sampled_kl_at_fixed_eta(tiny_model_dir, tmp_path):
+    cfg = tiny_config(tiny_model_dir, tmp_path, algo="ppo")
+    run(cfg)
+    [row] = rows_of(cfg.out_dir)
+    assert row["train/agent0/lr"] == cfg.ppo_lr and row["train/agent0/kl_coef"] == cfg.eta
+    assert row["train/agent0/kl"] == row["train/agent0/kl_sampled"]
+    assert row["train/agent0/score"] == row["train/agent0/task_reward"]  # raw rewards
+    assert checkpoint_of(cfg)["agents"]["agent0"]["shaping"]["kl_coef"] == cfg.eta
+
+
+def test_a_resumed_trl_run_continues_as_an_uninterrupted_one(tiny_model_dir, tmp_path):
+    trl = {"horizon": 10.0, "target": 0.01}  # a coefficient that moves visibly every iteration
+    straight = tiny_config(tiny_model_dir, tmp_path / "a", shaping="trl", trl=trl, iterations=2)
+    run(straight)
+    resumed = tiny_config(tiny_model_dir, tmp_path / "b", shaping="trl", trl=trl, iterations=1)
+    run(resumed)  # a fresh process would load the checkpoint the same way: a new pool, then resume
+    run(resumed.model_copy(update={"iterations": 2}))
+    a, b = rows_of(straight.out_dir)[1], rows_of(resumed.out_dir)[1]
+    for agent in ("agent0", "agent1"):
+        assert a[f"train/{agent}/kl_coef"] != 0.4  # iteration 2 uses the coefficient iteration 1 left
+    train_keys = [k for k in a if k.startswith("train/")]
+    assert {k: b[k] for k in train_keys} == pytest.approx({k: a[k] for k in train_keys}, rel=1e-5, abs=1e-7)
+    for agent in ("agent0", "agent1"):
+        sa, sb = (checkpoint_of(c)["agents"][agent]["shaping"] for c in (straight, resumed))
+        assert sb["kl_coef"] == pytest.approx(sa["kl_coef"]) and sb["moments"] == pytest.approx(sa["moments"])
+        assert sa["kl_coef"] == pytest.approx(0.4 * 0.96 * 1.04)  # KL 0 (< target) then above it; n 2, horizon 10

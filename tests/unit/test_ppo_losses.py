@@ -6,10 +6,12 @@ import pytest
 import torch
 
 from components.cory.ppo_losses import (
+    full_kl,
     gae,
     kl_penalized_rewards,
     last_token_index,
     masked_token_mean,
+    penalized_rewards,
     policy_loss,
     value_loss,
     whiten,
@@ -200,3 +202,41 @@ def test_kl_rewards_reject_a_task_reward_not_one_per_row():
         kl_penalized_rewards(
             torch.tensor(1.0), torch.zeros(2, 3), torch.zeros(2, 3), torch.ones(2, 3, dtype=torch.bool), eta=0.1
         )
+
+
+def test_full_kl_of_a_tiny_vocabulary_by_hand():
+    p, q = [0.5, 0.25, 0.25], [0.25, 0.25, 0.5]
+    logits = torch.log(torch.tensor([[p, q]]))  # (B=1, T=2, V=3)
+    ref = torch.log(torch.tensor([[q, q]])) + 3.0  # logits are defined up to a constant per position
+    kl = full_kl(logits, ref)
+    # position 0: 0.5 ln(0.5/0.25) + 0.25 ln(0.25/0.25) + 0.25 ln(0.25/0.5) = 0.25 ln 2; position 1: same law, 0
+    assert kl.shape == (1, 2)
+    assert kl[0].tolist() == pytest.approx([0.25 * math.log(2), 0.0], abs=1e-6)
+
+
+def test_full_kl_is_the_policy_weighted_direction():
+    pi, pi0 = torch.log(torch.tensor([[[0.9, 0.1]]])), torch.log(torch.tensor([[[0.5, 0.5]]]))
+    # KL(pi || pi0) = 0.9 ln(0.9/0.5) + 0.1 ln(0.1/0.5); the reverse is 0.5 ln(0.5/0.9) + 0.5 ln(0.5/0.1)
+    assert full_kl(pi, pi0).item() == pytest.approx(0.9 * math.log(1.8) + 0.1 * math.log(0.2), abs=1e-6)
+    assert full_kl(pi0, pi).item() == pytest.approx(0.5 * math.log(0.5 / 0.9) + 0.5 * math.log(5.0), abs=1e-6)
+
+
+def test_full_kl_is_nonnegative_and_zero_only_for_equal_distributions():
+    torch.manual_seed(0)
+    a, b = torch.randn(3, 4, 11), torch.randn(3, 4, 11)
+    kl = full_kl(a, b)
+    assert kl.shape == (3, 4) and (kl > 0).all()
+    assert full_kl(a, a + 5.0).abs().max().item() < 1e-6
+    assert not full_kl(a.requires_grad_(), b).requires_grad
+
+
+def test_penalized_rewards_take_any_per_token_kl_and_coefficient():
+    kl = t([0.5, 2.0, 1.0], [4.0, 9.0, 9.0])
+    mask = m([1, 1, 1], [1, 0, 0])
+    rewards = penalized_rewards(torch.tensor([1.0, -2.0]), kl, mask, coef=0.4)
+    # row 0: -0.4 * [0.5, 2, 1] + 1 at the last token; row 1: -0.4 * 4 - 2 at its only token
+    assert rewards[0].tolist() == pytest.approx([-0.2, -0.8, 0.6])
+    assert rewards[1].tolist() == pytest.approx([-3.6, 0.0, 0.0])
+    logp, ref = torch.randn(2, 3), torch.randn(2, 3)
+    task = torch.tensor([0.5, 1.5])
+    assert torch.equal(kl_penalized_rewards(task, logp, ref, mask, 0.1), penalized_rewards(task, logp - ref, mask, 0.1))
