@@ -4,8 +4,9 @@ Reads: data/colbench/backend_test.jsonl (the first --n tasks; their reference so
 used as the answers, so every test does real work). Writes: benchmarks/results/scoring.json
 (and prints it).
 
-- unsafe: what the official scorer does, in this process on one core: exec the reference and
-  the candidate, eval each test call under a 1 s timer, compare with `==`. No isolation.
+- unsafe: what the official scorer does, in this process on one core: for each test call, exec
+  the reference and the candidate afresh and eval the call (1 s timer around exec and eval),
+  compare with `==`. No isolation.
 - sandbox_cold: `score_answers` with an empty reference cache (references and candidates both
   run in the sandbox), over --workers fork-servers, pool start-up included.
 - sandbox_warm: the same with the reference cache filled (what the pipeline does after the
@@ -41,17 +42,15 @@ def _alarm(signum, frame):
 
 
 def _outputs_in_process(code: str, calls: list[str]) -> list:
-    namespace: dict = {}
+    """Each call on a fresh exec of the code, as officially (into a dict, so helpers work)."""
     outputs = []
-    try:
-        exec(code, namespace)
-    except Exception:  # noqa: BLE001 - the official scorer swallows everything
-        return [None] * len(calls)
     for call in calls:
         signal.setitimer(signal.ITIMER_REAL, 1.0)
         try:
+            namespace: dict = {}
+            exec(code, namespace)
             outputs.append(eval(call, namespace))
-        except BaseException:  # noqa: BLE001
+        except BaseException:  # noqa: BLE001 - the official scorer swallows everything
             outputs.append(None)
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)

@@ -8,18 +8,28 @@ reference outputs into the cache (one JSON file per key = sha256 of the referenc
 calls, the timeout and the sandbox's Python version and missing modules; outputs that timed out
 are never cached, since a slow machine must not freeze a failure).
 
-Scoring follows the official ColBench rules (ALGORITHMS.md): answer marker and fences stripped
-and banned substrings give 0 (rules.py); a test passes when the candidate's output equals the
-reference's and the reference's is not None; score = passed / total; success = score == 1.0.
+Scoring follows the official ColBench scorer (facebookresearch/sweet_rl,
+sweet_rl/utils/code_utils.py, `check_correctness`; ALGORITHMS.md): a banned substring in the raw
+answer gives 0, then the marker and fences are stripped (rules.py); for each test call the
+reference and the candidate are both executed afresh (the official code re-executes the source
+before every call, so no module state survives from one call to the next: ours too, see
+server.py); a test passes when the candidate's output equals the reference's and the
+reference's is not None (a reference call that raised counts as None, as officially);
+score = passed / total; success = score == 1.0.
 Departures from the official scorer:
 - every program runs in a confined child process (sandbox.py, jail.py), not with in-process
-  exec; the 1 s limit is per test call as officially, and the module-level code gets 1 s too;
-- the candidate's code runs as one module, so its own imports and helper functions work (the
-  official exec makes them fail with NameError); a task whose reference needs a module absent
-  from the sandbox (e.g. bs4 when not installed) has reference outputs None and cannot be passed;
+  exec; the 1 s limit covers each test call together with its fresh module execution, as
+  officially, but applies to the reference as well (the official reference runs untimed), and
+  the program's first execution (the probe reporting its errors) gets 1 s too;
+- the code runs as a module with its own globals, so its imports, helper functions, module
+  constants and recursive calls work (the official exec binds these names in its calling
+  function's local scope, where the defined function cannot see them: NameError, for the
+  reference as for the candidate); a task whose reference needs a module absent from the
+  sandbox (e.g. bs4 when not installed) has reference outputs None and cannot be passed;
+- random seeds are reset before every fresh module execution (officially the process's random
+  state runs on across calls, tasks and reference/candidate);
 - outputs are encoded inside the child and compared here with Python `==` on rebuilt builtin
-  values (wire.py): an object with an always-true `__eq__` or any non-standard type never passes;
-- a reference that raised counts like a None reference output (the test cannot pass).
+  values (wire.py): an object with an always-true `__eq__` or any non-standard type never passes.
 """
 
 from __future__ import annotations
@@ -42,7 +52,7 @@ from components.scoring.sandbox import Limits, RunResult, SandboxPool
 from components.scoring.wire import from_wire, outputs_equal
 
 DEFAULT_CACHE_DIR = Path("data/cache/scoring")
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: fresh module state per test call
 
 
 class AnswerRow(BaseModel):

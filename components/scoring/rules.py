@@ -1,12 +1,20 @@
 """The official ColBench backend rules applied to an answer before it is run.
 
-Reads/writes nothing. Mirrors the official scorer (ALGORITHMS.md, "ColBench"):
-- a leading `I WANT TO ANSWER:` marker is removed (the episode protocol's answer prefix);
-- markdown code fences are stripped. Departure: when the answer holds a fenced block, the
-  content of the first fenced block is kept and the prose around it dropped (the official code
-  only deletes the fence markers, which leaves surrounding prose to fail as a SyntaxError);
-- code containing any of `BANNED` scores 0 without being run. This is kept as the official rule
-  although our sandbox makes it unnecessary, so that scores stay comparable with the paper.
+Reads/writes nothing. The official scorer (facebookresearch/sweet_rl,
+sweet_rl/utils/code_utils.py, `check_correctness`) gets the answer with the episode's
+`I WANT TO ANSWER:` marker already split off; it gives score 0 if the raw answer contains any
+of `BANNED`, then keeps what lies between the first "```python" and the next fence, or else
+between the first two fences (all that follows the first fence if nothing closes it).
+Ours:
+- a banned substring anywhere in the raw answer, prose around the code included, scores 0
+  without running; checked before anything is stripped, as officially (kept although our
+  sandbox makes it unnecessary, so that scores stay comparable with the paper);
+- a leading `I WANT TO ANSWER:` marker is removed (the episode already cut the answer after it);
+- fences: the content of the first fenced block is kept and the prose around it dropped, as
+  officially. Departures: the opening fence's whole line is dropped whatever its language tag
+  (officially a tag other than "python", e.g. "py" or "Python", stays as a first code line and
+  the program fails); with no opening fence, stray fence lines are deleted and the code kept
+  (officially only the text after a lone closing fence is run, usually nothing).
 """
 
 from __future__ import annotations
@@ -41,9 +49,12 @@ def banned_substring(code: str) -> str | None:
 
 
 def prepare_answer(answer: str) -> tuple[str, str | None]:
-    """(code to run, None) or (code, reason it scores 0 without running)."""
+    """(code to run, None) or (code, reason it scores 0 without running).
+
+    Banned substrings are looked for in the raw answer, before the marker and fences are
+    stripped, as the official scorer does."""
+    word = banned_substring(answer)
     code = strip_fences(strip_marker(answer))
-    word = banned_substring(code)
     if word is not None:
         return code, f"banned substring {word!r} (official ColBench rule)"
     if not code.strip():

@@ -4,11 +4,12 @@ Reads/writes no files except a temporary jail root per fork-server (a private tm
 server's own mount namespace when run as root; an ordinary directory otherwise), removed on close.
 
 `SandboxPool(workers)` starts `workers` fork-servers (server.py) with an empty environment, each
-handling one candidate at a time; `pool.run(code, calls)` forks a confined child in one of them,
-sends it the code over a pipe the server never reads, reads the child's output lines from a pipe
-the server never reads either, enforces a wall-clock limit (per test call: `timeout` + grace) and
-has the server kill and reap the child. It returns the raw wire outputs; decoding and comparison
-happen in the caller (backend.py), never in the sandbox. A server that dies is restarted.
+handling one candidate at a time; `pool.run(code, calls)` forks a confined child in one of them
+(it runs each call on fresh module state), sends it the code over a pipe the server never reads,
+reads the child's output lines from a pipe the server never reads either, enforces a wall-clock
+limit (per test call: `timeout` + grace) and has the server kill and reap the child. It returns
+the raw wire outputs; decoding and comparison happen in the caller (backend.py), never in the
+sandbox. A server that dies is restarted.
 See jail.py for the confinement layers and `SandboxPool.capabilities` for which are active.
 """
 
@@ -196,7 +197,7 @@ class ForkServer:
             raise ServerDied(f"fork-server gone: {exc}") from None
 
     def run(self, code: str, calls: list[str]) -> RunResult:
-        """Run `code` and then each call in a fresh confined child; see module docstring."""
+        """Run `code`'s calls in one confined child, each on fresh module state (server.py)."""
         self.await_ready()
         self._drain()
         lim, nonce = self.limits, secrets.token_hex(8)

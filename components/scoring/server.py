@@ -18,10 +18,16 @@ Channels (all pipes, created by the scorer):
 The server itself never holds candidate code, reference code or outputs, so a child that reads
 its own (copy-on-write) memory finds nothing of other jobs there (ENVIRONMENT.md pitfall).
 
-The child: confinement (jail.py), then exec of the code and each test call under a 1 s
-ITIMER_REAL timer (re-firing every 50 ms if the code swallows the exception), each output
-encoded by wire.py inside the child. Lines: {"k": "exec", "err", "caps"}, {"k": "test", "i", "out"}
-or {"k": "test", "i", "err"}, {"k": "done"}.
+The child: confinement (jail.py); the code is compiled and executed once as a probe (its
+error, if any, is the program's exec error and no call runs); then every test call runs on fresh
+module state, as in the official scorer (which re-executes the code before each call): a new
+namespace, the random seeds reset, the module code executed again, the call evaluated, its output
+encoded by wire.py and the namespace cleared. Each of these steps (probe, and each call with its
+fresh module) runs under a 1 s ITIMER_REAL timer, re-firing every 50 ms if the code swallows the
+exception. State outside the namespace (attributes set on imported modules or on `builtins`)
+still carries over between the calls of one child, as it does in the official process.
+Lines: {"k": "exec", "err", "caps"}, {"k": "test", "i", "out"} or {"k": "test", "i", "err"},
+{"k": "done"}.
 """
 
 import builtins
@@ -81,20 +87,39 @@ def _read_body(fd: int, size: int) -> dict:
     return json.loads(bytes(data))
 
 
+def _fresh_module(code, namespace: dict) -> dict:
+    """Fill an empty `namespace` by executing `code` on reset random seeds."""
+    _seed()
+    namespace.update({"__name__": "__sandbox__", "__builtins__": builtins})
+    exec(code, namespace)
+    return namespace
+
+
+def _load(source: str):
+    """Compile the program and execute it once (the probe); return its code object."""
+    code = compile(source, "<candidate>", "exec")
+    _fresh_module(code, {}).clear()
+    return code
+
+
+def _call(code, call: str, max_chars: int) -> str:
+    """One test call on fresh module state; the namespace is cleared before the timer stops
+    (destructors count against the call, as when the official scorer's exec scope ends)."""
+    namespace: dict = {}
+    try:
+        value = eval(compile(call, "<test>", "eval"), _fresh_module(code, namespace))
+        return wire.dumps_output(value, max_chars)
+    finally:
+        namespace.clear()
+
+
 def _run_tests(body: dict, out_fd: int, caps: dict) -> None:
     nonce, timeout, max_chars = body["nonce"], float(body["timeout"]), int(body["max_chars"])
-    namespace = {"__name__": "__sandbox__", "__builtins__": builtins}
-    code = body["code"]
-    _, err = _timed(lambda: exec(compile(code, "<candidate>", "exec"), namespace), timeout)
+    code, err = _timed(lambda: _load(body["code"]), timeout)
     _send(out_fd, nonce, {"k": "exec", "err": err, "caps": caps})
     if err is None:
         for i, call in enumerate(body["calls"]):
-
-            def one(call=call):
-                value = eval(compile(call, "<test>", "eval"), namespace)
-                return wire.dumps_output(value, max_chars)
-
-            text, err = _timed(one, timeout)
+            text, err = _timed(lambda call=call: _call(code, call, max_chars), timeout)
             if err is None:
                 msg = '{"k":"test","i":%d,"out":%s,"n":"%s"}\n' % (i, text, nonce)
                 data = msg.encode()
@@ -106,7 +131,7 @@ def _run_tests(body: dict, out_fd: int, caps: dict) -> None:
 
 
 def _seed() -> None:
-    """Same random state in every child, so reruns and reference/candidate runs agree."""
+    """Same random state for every fresh module, so reruns and reference/candidate runs agree."""
     import random
 
     random.seed(0)
@@ -127,7 +152,6 @@ def _child(ctx: dict, header: dict, jail_dir: str) -> None:
         body = _read_body(jobs_fd, int(header["size"]))
         os.close(jobs_fd)
         nonce = body["nonce"]
-        _seed()
         _run_tests(body, out_fd, caps)
     except BaseException as exc:  # noqa: BLE001 - whatever happens, the child must not return
         status = 70

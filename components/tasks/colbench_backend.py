@@ -11,9 +11,10 @@ information c is the hidden information (the reference code in this release).
 
 Departures, documented: the official prompt re-renders the whole dialogue as one text each turn;
 we keep it as a chat (system, then alternating user/assistant messages) so the turn-t prompt
-extends the turn-(t-1) token ids and vLLM's prefix cache is reused. The marker is accepted
-anywhere in the message (small models often write a preamble); what follows the first marker is
-the answer. Prompts are our own wording of the protocol.
+extends the turn-(t-1) token ids and vLLM's prefix cache is reused. As officially, the marker
+is accepted anywhere in the message and the answer is what follows the first marker, except that
+the official environment stops the answer at a second marker (we keep the rest). Prompts are our
+own wording of the protocol.
 """
 
 from __future__ import annotations

@@ -66,6 +66,18 @@ def test_infinite_loop_times_out_per_call(pool):
     assert elapsed < 4
 
 
+def test_the_call_timer_covers_the_fresh_module_execution(pool):
+    """Each call re-executes the module, all under the call's 1 s (official: one alarm around
+    exec and eval): 0.4 s of module code plus a 0.7 s call times out, the module alone does not."""
+    code = (
+        "import time\ndef spin(s):\n    end = time.monotonic() + s\n    while time.monotonic() < end:\n"
+        "        pass\n    return s\nspin(0.4)\n"
+    )
+    run, _ = _hostile(pool, code, ["spin(0)", "spin(0.7)"])
+    assert run.exec_error is None and run.outputs[0] == 0
+    assert run.outputs[1] is None and "Timeout" in run.errors[1]
+
+
 def test_loop_that_swallows_the_timeout_is_still_stopped(pool):
     code = (
         "def f():\n    while True:\n        try:\n            while True:\n                pass\n"
@@ -256,6 +268,18 @@ def test_a_dead_server_is_replaced(pool):
         run = pool.run(GOOD, GOOD_CALLS)
         assert run.outputs[0] == 3
     assert victim not in pool._all
+
+
+def test_no_module_state_carries_over_between_calls(pool):
+    code = (
+        "import random\nseen = []\ncount = 0\n"
+        "def f(x, acc=[]):\n    global count\n    count += 1\n    seen.append(x)\n    acc.append(x)\n"
+        "    return [count, len(seen), len(acc), random.random()]\n"
+    )
+    run = pool.run(code, ["f(1)", "f(2)", "f(3)"])
+    assert run.errors == [None, None, None]
+    first = run.outputs[0]
+    assert first["v"][:3] == [1, 1, 1] and run.outputs == [first] * 3  # random seeds reset too
 
 
 def test_always_equal_object_cannot_pass(tmp_path):

@@ -47,6 +47,22 @@ def test_banned_substrings_score_zero(word):
     assert reason and word in reason
 
 
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "No need for import os here:\n```python\ndef f(x):\n    return x * 2\n```",
+        "```python\ndef f(x):\n    return x * 2\n```\nI could also have used import os.",
+    ],
+)
+def test_banned_substring_in_the_prose_around_the_code_scores_zero(answer, tmp_path, monkeypatch):
+    """Checked on the raw answer as officially; before, only the fenced code was checked."""
+    code, reason = prepare_answer(answer)
+    assert code == "def f(x):\n    return x * 2" and "'import os'" in reason
+    monkeypatch.setattr(backend, "SandboxPool", lambda *a, **k: pytest.fail("must not start a sandbox"))
+    result = score_answers([_task()], [(0, answer)], cache_dir=tmp_path)[0]
+    assert result.score == 0.0 and "banned" in result.error
+
+
 def test_banned_and_empty_answers_are_not_run(tmp_path, monkeypatch):
     def boom(*args, **kwargs):
         raise AssertionError("must not start a sandbox")
@@ -134,6 +150,18 @@ def test_success_needs_every_test(tmp_path):
 def test_helpers_and_module_imports_work(tmp_path):
     code = "import math\ndef _h(x):\n    return math.floor(x) * 2\ndef f(x):\n    return _h(x)\n"
     assert score_answers([_task(calls=("f(1)", "f(2)"))], [(0, code)], cache_dir=tmp_path)[0].success
+
+
+COUNTER = "seen = []\ndef f(x):\n    seen.append(x)\n    return len(seen)\n"
+ONE = "def f(x):\n    return 1\n"
+
+
+@pytest.mark.parametrize(("reference", "candidate"), [(ONE, COUNTER), (COUNTER, ONE), (COUNTER, COUNTER)])
+def test_each_test_call_sees_fresh_module_state(tmp_path, reference, candidate):
+    """Reference and candidate are executed afresh for every call, as officially: a module-level
+    list no longer carries over (before, a counter returned 1, 2, 3: 1 test of 3 against ONE)."""
+    result = score_answers([_task(reference, calls=("f(1)", "f(2)", "f(3)"))], [(0, candidate)], cache_dir=tmp_path)
+    assert result[0].passed == 3 and result[0].success
 
 
 # --- reference cache --------------------------------------------------------------------------
