@@ -26,7 +26,8 @@ once all exist and replaces the file atomically. All of it is the episode machin
 offline one (ColBench backend: retrieval) on CPU (params `rollouts.simulator`), where the paper
 uses a 70B LLM simulator.
 With `rollouts.offline` set, the scored trajectories in that file are used instead of sampling
-(the paper's offline setting: trajectories collected once, possibly by another actor).
+(the paper's offline setting: trajectories collected once, possibly by another actor); a file
+holding trajectories of evaluation-split tasks is refused (it would leak the held-out tasks).
 Run as `python -m components.stages.rollouts` so vLLM's memory is returned afterwards.
 """
 
@@ -41,6 +42,7 @@ import numpy as np
 
 from components.config.sections import EpisodeSection, RolloutsConfig, check_rollouts
 from components.data.records import RecordError, Trajectory, read_jsonl
+from components.data.split import Split
 from components.episodes.play import replace_trajectories, run_and_score
 from components.stages.evaluate import stage_main
 from components.stages.result import StageResult
@@ -70,8 +72,9 @@ def rollout_metrics(trajs: Sequence[Trajectory], alias: str | None = None) -> di
     }
 
 
-def offline_trajectories(path: Path) -> list[Trajectory]:
-    """Scored trajectories collected before (validated row by row); RecordError names a bad row."""
+def offline_trajectories(path: Path, task: Task) -> list[Trajectory]:
+    """Scored trajectories collected before (validated row by row), none of an evaluation-split
+    task; RecordError names a bad row or the leaking tasks."""
     trajs = list(read_jsonl(path, Trajectory))
     unscored = [t.key for t in trajs if t.score is None]
     if not trajs or unscored:
@@ -79,14 +82,31 @@ def offline_trajectories(path: Path) -> list[Trajectory]:
             f"{path}: offline rollouts must be scored trajectories; "
             + (f"{len(unscored)} are unscored (first: {unscored[0]})" if unscored else "the file is empty")
         )
+    check_no_eval_tasks(path, trajs, task)
     return trajs
+
+
+def check_no_eval_tasks(path: Path, trajs: Sequence[Trajectory], task: Task) -> None:
+    """Refuse trajectories of tasks the evaluation plays: training the critic and actor on them would
+    measure the trained model on tasks it learnt from (e.g. an evaluation's trajectories file)."""
+    records, indices = task.load(Split.eval)
+    held_out = {records[i].task_id for i in indices}
+    leaked = [t for t in trajs if t.task_id in held_out]
+    if leaked:
+        ids = sorted({t.task_id for t in leaked})
+        raise RecordError(
+            f"{path}: {len(leaked)} of {len(trajs)} offline trajectories are of {len(ids)} evaluation-split "
+            f"tasks (task ids {', '.join(ids[:3])}{', ...' if len(ids) > 3 else ''}); training on them "
+            "leaks the held-out tasks into the critic and actor. Use trajectories of training-split tasks "
+            "(e.g. a rollouts stage's trajectories.jsonl, not an evaluation's)"
+        )
 
 
 def run(cfg: RolloutsConfig, episode: EpisodeSection, task: Task, out_dir: Path) -> StageResult:
     """Sample `cfg.per_task` scored trajectories per selected task; see the module docstring."""
     check_rollouts(cfg, episode)
     if cfg.offline is not None:
-        trajs, speed = offline_trajectories(cfg.offline), {"episodes_run": 0}
+        trajs, speed = offline_trajectories(cfg.offline, task), {"episodes_run": 0}
         out_dir.mkdir(parents=True, exist_ok=True)
     else:
         trajs, speed = run_and_score(cfg, episode, task, out_dir, [cfg.seed], cfg.per_task, "rollouts")

@@ -21,7 +21,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from components.config.sections import DataConfig
 from components.data.records import Trajectory, read_jsonl, write_jsonl
+from components.data.split import in_eval
 from flows.plan import CODE_ROOT
 from tests import synthetic_dialogues as world
 
@@ -44,10 +46,11 @@ def overrides(project_dir, tiny_model_dir):
     _git_dvc_project(project_dir)
     tasks = world.make_world(24, seed=1)
     write_jsonl(project_dir / "world" / "tasks.jsonl", tasks.tasks)
-    write_jsonl(
-        project_dir / "world" / "trajectories.jsonl",
-        world.rollouts(AutoTokenizer.from_pretrained(tiny_model_dir), tasks, 3, 2, seed=2),
-    )
+    split = DataConfig()  # the evaluation's tasks must not be trained on (rollouts.offline refuses them)
+    trajs = world.rollouts(AutoTokenizer.from_pretrained(tiny_model_dir), tasks, 3, 2, seed=2)
+    train = [t for t in trajs if not in_eval(t.task_id, split.eval_fraction, split.split_salt)]
+    assert 0 < len(train) < len(trajs)
+    write_jsonl(project_dir / "world" / "trajectories.jsonl", train)
     sets = {
         "task.name": "colbench-backend",
         "data.backend_tasks": "world/tasks.jsonl",

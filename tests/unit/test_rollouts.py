@@ -17,7 +17,8 @@ from components.config.sections import (
     check_rollouts,
     load_section,
 )
-from components.data.records import Trajectory, Turn, read_jsonl
+from components.data.records import RecordError, Trajectory, Turn, read_jsonl
+from components.data.split import Split
 from components.episodes import play as evaluate
 from components.episodes.driver import DriverStats
 from components.stages import rollouts
@@ -134,6 +135,24 @@ def test_metrics_and_files(setup):
     assert m["contrast_task_fraction"] == pytest.approx(1 / 3)  # only task 0 has two different scores
     assert m["mean_turns"] == 1.0 and m["answered_rate"] == 0.0 and m["episodes_per_s"] > 0
     assert not (out / "trajectories.jsonl.tmp").exists()
+
+
+def test_offline_trajectories_of_evaluation_tasks_are_refused(tmp_path):
+    tasks = [make_task(f"f{i}") for i in range(12)]
+    tasks_file = tmp_path / "tasks.jsonl"
+    tasks_file.write_text("".join(t.model_dump_json() + "\n" for t in tasks))
+    task = ColbenchBackend({"data": DataConfig(backend_tasks=tasks_file, eval_fraction=0.5)})
+    held_out = set(task.split_indices(tasks, Split.eval))
+    assert 0 < len(held_out) < len(tasks)
+    trajs = [make_trajectory(i, score=1.0, task_id=t.task_id) for i, t in enumerate(tasks)]
+    offline = tmp_path / "offline.jsonl"
+    offline.write_text("".join(t.model_dump_json() + "\n" for t in trajs))
+    with pytest.raises(RecordError, match=f"{len(held_out)} of 12 offline trajectories are of {len(held_out)} eval"):
+        rollouts.run(RolloutsConfig(offline=offline), EpisodeSection(), task, tmp_path / "out")
+    assert not (tmp_path / "out" / "trajectories.jsonl").exists()
+    offline.write_text("".join(t.model_dump_json() + "\n" for t in trajs if t.task_index not in held_out))
+    m = rollouts.run(RolloutsConfig(offline=offline), EpisodeSection(), task, tmp_path / "out").metrics
+    assert m["n_trajectories"] == len(tasks) - len(held_out) and m["episodes_run"] == 0
 
 
 @pytest.mark.parametrize(
