@@ -53,4 +53,6 @@ def test_the_shipped_profiles_are_valid():
         resolve(name, params=params)
     gpu = resolve("gpu-8b", params=params)
     assert gpu["critic"]["optim"]["lr"] == 2e-7 and gpu["critic"]["optim"]["epochs"] == 4  # the authors' values
+    assert gpu["episode"]["max_tokens"] == gpu["candidates"]["max_tokens"] == 1024  # the authors' turn length
+    assert gpu["cory"]["lr"] == 1e-4 and gpu["cory"]["ppo_lr"] == 1e-5  # the paper's GSM8K rates
     assert deep_merge({"a": {"b": 1}}, {"a": {"c": 2}}) == {"a": {"b": 1, "c": 2}}
