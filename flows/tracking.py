@@ -17,7 +17,8 @@ from typing import Any, Sequence
 import yaml
 
 from components.data.records import Trajectory, read_jsonl
-from components.stages.catalogue import STAGES, Kind
+from components.stages.catalogue import STAGES, TASK, Kind
+from components.tasks.registry import task_class
 from components.tracking import store as tracking
 from flows.plan import interpolate
 
@@ -83,6 +84,13 @@ def stage_files(stage: str, doc: dict[str, Any]) -> tuple[Path, list[Path]]:
     return metrics, files
 
 
+def stage_sections(stage: str, doc: dict) -> tuple[str, ...]:
+    """The params sections `stage` read in the run whose params are `doc`: for a stage that plays
+    a task, `task` and the task's own sections (e.g. ColBench's `data`, with its simulator prompt)."""
+    own = task_class(doc[TASK]["name"]).sections if TASK in doc else ()
+    return STAGES[stage].sections_for(own)
+
+
 def track_stage(
     dvc_yaml: Path, stage: str, ran: bool, parent: str | None, experiment: str, run_name: str, tags: dict[str, str]
 ) -> dict[str, Any]:
@@ -112,7 +120,7 @@ def track_stage(
         experiment,
         parent,
         run_name,
-        {s: doc[s] for s in spec.sections},
+        {s: doc[s] for s in stage_sections(stage, doc)},
         metrics,
         tags,
         files=files,

@@ -8,6 +8,7 @@ contradictory or out-of-range values are rejected at load time with a message na
 from __future__ import annotations
 
 import os
+from enum import Enum
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -44,6 +45,11 @@ class TaskSection(_Section):
     )
 
 
+class SimulatorPrompt(str, Enum):
+    official = "official"  # the benchmark's instructions: answer only from the hidden information (may quote it)
+    no_code = "no_code"  # ours before: describe the hidden information in words, never write code
+
+
 class DataConfig(_Section):
     source: str = Field(
         "dvc",
@@ -55,6 +61,11 @@ class DataConfig(_Section):
     hub_dir: Path = Field(Path("data/colbench/hub"), description="where --from-hub puts the official files")
     eval_fraction: float = Field(0.2, gt=0.0, lt=1.0, description="share of tasks in the eval split")
     split_salt: str = Field("sweetflow-v1", min_length=1, description="salt of the split hash")
+    simulator_prompt: SimulatorPrompt = Field(
+        SimulatorPrompt.official,
+        description="the llm simulator's instructions: official (only from the hidden information, which "
+        "it may quote, code included) | no_code (also: describe it in words, never write code)",
+    )
 
     def tasks_file(self, split: Split) -> Path:
         """The file holding `split`: one file split by hash (dvc), or the official file (hub)."""

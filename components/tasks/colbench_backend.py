@@ -14,7 +14,10 @@ we keep it as a chat (system, then alternating user/assistant messages) so the t
 extends the turn-(t-1) token ids and vLLM's prefix cache is reused. As officially, the marker
 is accepted anywhere in the message and the answer is what follows the first marker, except that
 the official environment stops the answer at a second marker (we keep the rest). Prompts are our
-own wording of the protocol.
+own wording of the protocol. The llm simulator's instructions are `data.simulator_prompt`:
+`official` (default) has the official prompt's content, which only restricts the human to the
+hidden information (the reference code, so it may quote formulas or snippets); `no_code` adds
+ours from before (describe it in words, never write code).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
+from components.config.sections import SimulatorPrompt
 from components.data.split import Split, select
 from components.data.tasks import BackendTask
 from components.scoring.result import ScoreResult
@@ -35,15 +39,25 @@ AGENT_SYSTEM_PROMPT = (
     "and nothing else. Keep the function signature the human gave."
 )
 
-SIMULATOR_SYSTEM_PROMPT = (
+_SIMULATOR_SETUP = (
     "You are a human who asked a programming assistant to write a Python function for you. "
     "Your request was:\n{problem}\n\n"
-    "Here is the information only you know (never show it as code; describe it in words):\n"
-    "{hidden}\n\n"
-    "The assistant's messages come to you as user messages. Answer its questions using only the "
-    "information above. If it asks something that information does not cover, say you do not know. "
-    "Answer in at most two sentences. Do not write code."
 )
+_SIMULATOR_RULES = (
+    "The assistant's messages come to you as user messages. Behave like a person who needs its help. "
+    "Answer its questions using only the hidden information above; if that information does not "
+    "answer a question, say you do not know. Answer in two sentences and say nothing else."
+)
+SIMULATOR_PROMPTS = {
+    # the official prompt's content (prompts/human_simulator_code_prompt.txt), in our words: it only
+    # restricts the human to the hidden information, here the reference code, which it may quote
+    SimulatorPrompt.official: _SIMULATOR_SETUP + "Hidden information only you know:\n{hidden}\n\n" + _SIMULATOR_RULES,
+    # our earlier instructions: the human describes the hidden information and never writes code
+    SimulatorPrompt.no_code: _SIMULATOR_SETUP
+    + "Hidden information only you know (never show it as code; describe it in words):\n{hidden}\n\n"
+    + _SIMULATOR_RULES
+    + " Do not write code.",
+}
 
 
 class ColbenchBackend(Task):
@@ -70,7 +84,8 @@ class ColbenchBackend(Task):
         ]
 
     def simulator_messages(self, record: BackendTask, dialogue: Dialogue) -> list[dict[str, str]]:
-        system = SIMULATOR_SYSTEM_PROMPT.format(problem=record.problem_description, hidden=record.hidden_information)
+        prompt = SIMULATOR_PROMPTS[self.configs["data"].simulator_prompt]
+        system = prompt.format(problem=record.problem_description, hidden=record.hidden_information)
         return chat_for_simulator(system, dialogue)
 
     def offline_simulator(self, kind: str, max_chars: int):

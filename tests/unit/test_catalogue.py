@@ -65,3 +65,13 @@ def test_components_never_import_flows_or_prefect():
                 if n.split(".")[0] in ("flows", "prefect", "prefect_ray")
             ]
     assert offenders == []
+
+
+def test_a_stage_run_logs_the_sections_of_the_task_it_played():
+    from flows.tracking import stage_sections
+
+    colbench, elicitation = {"task": {"name": "colbench-backend"}}, {"task": {"name": "elicitation"}}
+    for stage in ("eval_zero_shot", "rollouts", "critic", "eval_actor"):
+        assert {"task", "data"} <= set(stage_sections(stage, colbench))  # data.simulator_prompt among them
+        assert {"task", "elicitation"} <= set(stage_sections(stage, elicitation))
+    assert stage_sections("actor", colbench) == STAGES["actor"].sections

@@ -1,7 +1,7 @@
 """The ColBench backend episode protocol: answer parsing (components/tasks/base.py), the reply cut
 (components/episodes/simulators.py) and the task's prompts (components/tasks/colbench_backend.py)."""
 
-from components.config.sections import DataConfig
+from components.config.sections import DataConfig, SimulatorPrompt
 from components.data.tasks import BackendTask
 from components.episodes.simulators import cut_reply
 from components.tasks.base import ANSWER_MARKER, parse_marked
@@ -72,3 +72,15 @@ def test_simulator_sees_hidden_information_and_roles_are_swapped():
         ("user", "And y?"),
     ]
     assert chat_for_simulator(msgs[0]["content"], dialogue) == msgs
+
+
+def test_the_official_simulator_may_quote_the_hidden_code_and_no_code_is_an_option():
+    record = _record("Make f.", "def f():\n    return 42")
+    assert DataConfig().simulator_prompt == SimulatorPrompt.official
+    official = TASK.simulator_messages(record, [("How?", None)])[0]["content"]
+    no_code = ColbenchBackend({"data": DataConfig(simulator_prompt="no_code")})
+    ours = no_code.simulator_messages(record, [("How?", None)])[0]["content"]
+    for text in (official, ours):
+        assert "return 42" in text and "only the hidden information" in text and "do not know" in text
+    assert "code" not in official.replace("Python function", "")  # no ban on showing the code
+    assert "Do not write code." in ours and "never show it as code" in ours
