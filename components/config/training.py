@@ -28,6 +28,11 @@ class Algo(str, Enum):
     rft = "rft"  # rejection fine-tuning: SFT on successful trajectories
 
 
+class NllScope(str, Enum):
+    action = "action"  # per-token NLL of the chosen action (agent tokens) only: the paper's description
+    sequence = "sequence"  # per-token NLL of every token of the chosen sequence: the authors' code
+
+
 class LoraSection(_Section):
     r: int = Field(16, ge=1, description="LoRA rank")
     alpha: int = Field(32, ge=1, description="LoRA scaling numerator")
@@ -177,7 +182,18 @@ class RankingConfig(_Section):
 class ActorConfig(_Section):
     algo: Algo = Field(Algo.sweet, description="sweet | mtdpo | rft")
     beta: float = Field(0.1, gt=0.0, description="DPO beta (authors: 0.1)")
-    nll_coef: float = Field(0.01, ge=0.0, description="NLL on chosen actions added to DPO (authors: 0.01)")
+    nll_coef: float = Field(
+        0.01,
+        ge=0.0,
+        description="NLL on the chosen side added to DPO (authors: 0.01); sweet and mtdpo share the DPO "
+        "loss, so multi-turn DPO gets it too (0: plain DPO)",
+    )
+    nll_scope: NllScope = Field(
+        NllScope.action,
+        description="action: NLL of the chosen action's tokens (mtdpo: the chosen dialogue's agent tokens) | "
+        "sequence: of every token of the chosen sequence, state and human turns included (the authors' code, "
+        "whose pairs have no prompt; one more forward pass of the chosen sequences)",
+    )
     rft_min_score: float = Field(
         1.0,
         gt=0.0,

@@ -87,6 +87,12 @@ def action_sequence(prompt_ids: list[int], response_ids: list[int]) -> TokenSequ
     return TokenSequence(list(prompt_ids) + list(response_ids), [-1] * len(prompt_ids) + [0] * len(response_ids), 1)
 
 
+def whole_sequence(seq: TokenSequence) -> TokenSequence:
+    """The same ids with every predicted token (all but the first) in one turn: what a loss over the
+    whole sequence scores (the authors' NLL term, their pairs having no prompt)."""
+    return TokenSequence(seq.ids, [-1] + [0] * (len(seq.ids) - 1), 1)
+
+
 def reference_prefix(tokenizer, reference: str) -> list[int]:
     """Token ids of the critic's reference-information prefix."""
     return tokenizer.encode(REFERENCE_TEMPLATE.format(reference=reference), add_special_tokens=False)

@@ -4,8 +4,12 @@ Algorithms (`actor.algo`, ALGORITHMS.md SWEET-RL 7 and "Baselines"):
 - `sweet`: DPO (Rafailov et al. 2023, eq. 7; beta 0.1) on critic-ranked turn pairs
   (`turn_pairs.jsonl`): each example is one state's prompt ids with a chosen and a rejected
   candidate action; plus `nll_coef` x the per-token NLL of the chosen action (authors: 0.01).
+  Departure of the authors' code: their pairs carry no prompt, so their NLL covers the whole
+  chosen sequence (state included); `actor.nll_scope: sequence` does that, `action` (default)
+  follows the paper's description.
 - `mtdpo`: multi-turn DPO: DPO on the trajectory pairs (`pairs.jsonl` + `trajectories.jsonl`),
-  the log-prob of a trajectory being the sum over all its agent tokens; no critic, no c.
+  the log-prob of a trajectory being the sum over all its agent tokens; no critic, no c. It uses
+  the same DPO loss, so it gets the NLL term too (`actor.nll_coef` 0 for plain DPO).
 - `rft`: rejection fine-tuning: SFT (per-token NLL) on the agent turns of the successful
   trajectories (those scoring at least `rft_min_score`; 1.0, the paper's, keeps the successes).
 The DPO reference is the initial actor; its log-probs come from one separate, cached pass
@@ -24,11 +28,11 @@ from pathlib import Path
 
 import torch
 
-from components.config.training import ActorConfig, Algo, TrainLayout
+from components.config.training import ActorConfig, Algo, NllScope, TrainLayout
 from components.data.records import Trajectory, TrajectoryPair, TurnPair, read_jsonl
 from components.lm.forward import frozen_reference_sums, turn_logprob_sums
 from components.lm.losses import dpo_loss
-from components.lm.sequences import TokenSequence, action_sequence, collate, dialogue_sequence
+from components.lm.sequences import TokenSequence, action_sequence, collate, dialogue_sequence, whole_sequence
 from components.stages.cli import stage_cli
 from components.stages.result import StageResult
 from components.training.loop import resume_point, summarize_history, train
@@ -74,8 +78,24 @@ def successful_dialogues(inputs: ActorInputs, min_score: float = 1.0) -> list[To
     return [dialogue_sequence(t) for t in trajs if t.success or (t.score or 0.0) >= min_score]
 
 
-def dpo_loss_fn(beta: float, nll_coef: float, pad_id: int):
-    """Mean DPO loss of a micro-batch (+ nll_coef x chosen per-token NLL), with reward metrics."""
+def action_nll(model, part: list[DpoExample], chosen: torch.Tensor, tokens: torch.Tensor, pad_id: int):
+    """Per-token NLL of the chosen actions, from the DPO pass's sums (no extra forward)."""
+    return -(chosen / tokens).mean()
+
+
+def sequence_nll(model, part: list[DpoExample], chosen: torch.Tensor, tokens: torch.Tensor, pad_id: int):
+    """Per-token NLL of every token of the chosen sequences (one more forward pass)."""
+    batch = collate([whole_sequence(e.chosen) for e in part], pad_id)
+    sums = turn_logprob_sums(model, batch).sum(-1)
+    return -(sums / batch.counts.sum(-1).to(sums.device).clamp(min=1.0)).mean()
+
+
+NLL_TERMS = {NllScope.action: action_nll, NllScope.sequence: sequence_nll}
+
+
+def dpo_loss_fn(beta: float, nll_coef: float, pad_id: int, scope: NllScope = NllScope.action):
+    """Mean DPO loss of a micro-batch (+ nll_coef x the chosen side's per-token NLL over `scope`),
+    with reward metrics."""
 
     def loss_fn(model, part: list[DpoExample]):
         batch = collate([e.chosen for e in part] + [e.rejected for e in part], pad_id)
@@ -85,7 +105,7 @@ def dpo_loss_fn(beta: float, nll_coef: float, pad_id: int):
         ref_chosen, ref_rejected = ref.chunk(2)
         losses, chosen_r, rejected_r = dpo_loss(chosen, rejected, ref_chosen, ref_rejected, beta)
         tokens = batch.counts.sum(-1).to(totals.device).chunk(2)[0].clamp(min=1.0)
-        nll = -(chosen / tokens).mean()
+        nll = NLL_TERMS[scope](model, part, chosen, tokens, pad_id)
         return losses.mean() + nll_coef * nll, {
             "dpo_loss": losses.mean().item(),
             "nll": nll.item(),
@@ -133,7 +153,7 @@ def examples_and_loss(cfg: ActorConfig, model: str, inputs: ActorInputs, pad_id:
     return (
         with_reference(cfg, model, kept, pad_id, out_dir),
         len(pairs) - len(kept),
-        dpo_loss_fn(cfg.beta, cfg.nll_coef, pad_id),
+        dpo_loss_fn(cfg.beta, cfg.nll_coef, pad_id, cfg.nll_scope),
     )
 
 

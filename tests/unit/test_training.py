@@ -109,3 +109,23 @@ def test_critic_scores_per_turn_and_joint():
     torch.testing.assert_close(turn_advantages(crit, ref, counts, 0.1), torch.tensor([[0.1, 0.1, 0.0]]))
     torch.testing.assert_close(trajectory_scores(crit, ref, counts, 0.1, Normalize.per_turn), torch.tensor([0.2]))
     torch.testing.assert_close(trajectory_scores(crit, ref, counts, 0.1, Normalize.joint), torch.tensor([0.1]))
+
+
+@pytest.mark.parametrize("scope", ["action", "sequence"])
+def test_the_actor_nll_term_covers_the_chosen_action_or_the_whole_chosen_sequence(toy_model_dir, scope):
+    from transformers import AutoModelForCausalLM
+
+    from components.config.training import NllScope
+    from components.stages.actor import DpoExample, dpo_loss_fn
+
+    model = AutoModelForCausalLM.from_pretrained(toy_model_dir, dtype=torch.float32)
+    prompt, chosen, rejected = [5, 9, 11, 13], [7, 8, 21], [7, 30]
+    example = DpoExample(action_sequence(prompt, chosen), action_sequence(prompt, rejected), -5.0, -4.0)
+    _, metrics = dpo_loss_fn(0.1, 0.01, 0, NllScope(scope))(model, [example])
+    ids = torch.tensor([prompt + chosen])
+    with torch.no_grad():
+        logps = torch.log_softmax(model(input_ids=ids).logits[0, :-1], -1).gather(-1, ids[0, 1:, None])[:, 0]
+    predicted = logps[len(prompt) - 1 :] if scope == "action" else logps  # action: its 3 tokens; sequence: 6
+    assert metrics["nll"] == pytest.approx(-predicted.mean().item(), rel=1e-5)
+    _, other = dpo_loss_fn(0.1, 0.01, 0, NllScope.action)(model, [example])
+    assert metrics["dpo_loss"] == pytest.approx(other["dpo_loss"])  # the scope changes the NLL term only
