@@ -421,3 +421,26 @@ def compare(
 
 # the service commands (ui, serve) live in their own module and register themselves on `app`
 from flows import cli_services  # noqa: E402, F401
+
+SUPERVISED_COMMANDS = {"run", "eval", "rollouts", "train"}  # long commands that start steps and servers
+
+
+def _command(args: list[str]) -> str | None:
+    return next((a for a in args if not a.startswith("-")), None)
+
+
+def main() -> None:
+    """The `sweetflow` console script: the long commands run as a supervised worker
+    (flows/supervise.py), so that Ctrl-C or SIGTERM to the terminal's process group ends them cleanly."""
+    import sys
+
+    from flows.supervise import SUPERVISED_ENV, supervise
+
+    args = sys.argv[1:]
+    if _command(args) in SUPERVISED_COMMANDS and not os.environ.get(SUPERVISED_ENV):
+        sys.exit(supervise([sys.executable, "-m", "flows.cli", *args]))
+    app(prog_name="sweetflow")
+
+
+if __name__ == "__main__":
+    main()

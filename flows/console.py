@@ -50,7 +50,7 @@ TAIL_LINES = 30
 INDENT = "  "
 RESULT_KEYS = 12  # at most this many metrics on the compact result line
 _EXIT_GRACE_S = 2.0  # after the child exits, stop reading once its pipe has been quiet this long
-_TERM_WAIT_S = 30.0  # after SIGTERM to the group, SIGKILL it if the child is still there
+_TERM_WAIT_S = 5.0  # after SIGTERM to the group, SIGKILL it if the child is still there (an interrupt must end in 15 s)
 
 _LEVEL = re.compile(r"\b(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\b")
 _LOUD = {"WARNING", "WARN", "ERROR", "CRITICAL", "FATAL"}
@@ -301,7 +301,7 @@ def run_logged(
         log.write(f"===== {datetime.now().isoformat(timespec='seconds')} run: {command} =====\n".encode())
         log.flush()
         proc = subprocess.Popen(
-            list(map(str, argv)), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            list(map(str, argv)), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, process_group=0
         )
         try:
             fd, quiet_since = proc.stdout.fileno(), None

@@ -131,12 +131,14 @@ def dvc_repro(dvc_yaml: Path, stage: str, *, log_path: Path | None = None) -> bo
     the step's own child is not left running; its persisted outputs let the next run resume it."""
     from components.stages.catalogue import STAGES
     from flows.console import echo, run_logged
+    from flows.supervise import mark_step
 
     label = STAGES[stage].label if stage in STAGES else stage
     echo(f"\n==> {label} [{stage}]  {Path(dvc_yaml).parent}")
     log_path = Path(dvc_yaml).parent / "logs" / f"{stage}.log" if log_path is None else Path(log_path)
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     skip = "didn't change, skipping"
+    mark_step(f"step {label} [{stage}] (log: {log_path})")
     result = run_logged(
         [sys.executable, "-m", "dvc", "repro", "--single-item", f"{dvc_yaml}:{stage}"],
         log_path,
@@ -145,6 +147,7 @@ def dvc_repro(dvc_yaml: Path, stage: str, *, log_path: Path | None = None) -> bo
         show=(skip, "skipping run, checking out outputs"),
         hide=_DVC_GIT_HINTS,
     )
+    mark_step(None)
     if result.returncode != 0:
         raise RuntimeError(f"stage {dvc_yaml}:{stage} failed with exit code {result.returncode} (log: {log_path})")
     return skip not in result.seen

@@ -1,0 +1,122 @@
+"""Interrupts that end a long command cleanly: the command runs as a worker in a session of its own,
+and this process, left in the terminal's process group, is the one the signals reach.
+
+Why: a terminal's Ctrl-C (SIGINT), `timeout`, process supervisors and Prefect workers signal the
+whole process group. When that group held the command itself, Prefect's ephemeral API server died
+with it, and the command then hung on Prefect's event client retrying a dead server, ignoring a
+second Ctrl-C. Here the worker and everything it starts (the API server, DVC, the stage and its
+engine processes) live in the worker's session, which no group signal reaches. On SIGINT, SIGTERM
+or SIGHUP this process:
+1. forwards one SIGINT to the worker alone: it raises KeyboardInterrupt, stops the running step's
+   process group (flows/console.py), Prefect marks the flow run Crashed while its API server still
+   answers, and the worker exits;
+2. after `GRACE_S` (or at a second signal) kills whatever of the worker's session is still alive;
+3. after the worker is gone, kills every process still in its session (a step's engine core, the
+   API server), so none is left behind, prints one line naming the interrupted step (the worker
+   writes it to `$SWEETFLOW_STEP_FILE`) and that the same command resumes, and exits 128 + signal.
+
+Finished steps are skipped on the re-run (DVC), rollouts continue after the episodes written,
+training from its newest checkpoint. Linux only for the session sweep (/proc); elsewhere the
+worker's process group is killed instead.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Sequence
+
+SUPERVISED_ENV = "SWEETFLOW_SUPERVISED"  # set in the worker: it runs the command itself
+STEP_FILE_ENV = "SWEETFLOW_STEP_FILE"  # where the worker writes the step it is running
+GRACE_S = 10.0  # after forwarding the interrupt, the worker's time to end cleanly
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def session_members(sid: int) -> list[int]:
+    """Pids of the live processes whose session id is `sid` (field 6 of /proc/PID/stat)."""
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == sid and fields[0] != "Z":
+            pids.append(int(stat.parent.name))
+    return pids
+
+
+def kill_session(sid: int) -> None:
+    """SIGKILL every process of session `sid` (its process group where /proc is missing)."""
+    pids = session_members(sid) if Path("/proc/self/stat").exists() else []
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    if not pids:
+        try:
+            os.killpg(sid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def mark_step(text: str | None) -> None:
+    """Called by the worker: the step now running (None: between steps)."""
+    path = os.environ.get(STEP_FILE_ENV)
+    if path:
+        Path(path).write_text(text or "")
+
+
+class Supervisor:
+    def __init__(self, argv: Sequence[str], step_file: Path) -> None:
+        env = {**os.environ, SUPERVISED_ENV: "1", STEP_FILE_ENV: str(step_file)}
+        self.step_file, self.signals = step_file, []
+        self.child = subprocess.Popen(list(argv), env=env, start_new_session=True)
+
+    def on_signal(self, signum, frame) -> None:
+        self.signals.append(signum)
+        if len(self.signals) == 1:
+            self.child.send_signal(signal.SIGINT)
+        else:  # a second interrupt: no more waiting
+            kill_session(self.child.pid)
+
+    def run(self) -> int:
+        for sig in SIGNALS:
+            signal.signal(sig, self.on_signal)
+        code = None
+        while code is None:
+            try:
+                code = self.child.wait(timeout=0.2)
+            except subprocess.TimeoutExpired:
+                if self.signals:  # the worker's grace period starts when the signal arrived
+                    code = self._wait_grace()
+        kill_session(self.child.pid)  # anything the worker left: engine cores, the API server
+        return self._report() if self.signals else code
+
+    def _wait_grace(self) -> int:
+        try:
+            return self.child.wait(timeout=GRACE_S)
+        except subprocess.TimeoutExpired:
+            kill_session(self.child.pid)
+            return self.child.wait()
+
+    def _report(self) -> int:
+        signum = self.signals[0]
+        step = self.step_file.read_text().strip() if self.step_file.exists() else ""
+        where = f"during {step}" if step else "between steps"
+        sys.stderr.write(
+            f"\nsweetflow: interrupted ({signal.Signals(signum).name}) {where}; run the same command again "
+            "to resume: finished steps are skipped, the interrupted one continues from what it wrote.\n"
+        )
+        sys.stderr.flush()
+        return 128 + signum
+
+
+def supervise(argv: Sequence[str]) -> int:
+    """Run `argv` as a supervised worker (see the module docstring); its exit status."""
+    with tempfile.TemporaryDirectory(prefix="sweetflow-") as tmp:
+        return Supervisor(argv, Path(tmp) / "step").run()

@@ -1,0 +1,112 @@
+"""flows/supervise.py with real processes and real signals: a worker that starts a step in a process
+group of its own and a stubborn server; SIGINT/SIGTERM to the supervisor's whole process group (what
+a terminal's Ctrl-C and `timeout` send) or to it alone end everything within the grace period, with
+one line naming the step, and leave no process of the worker's session behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from flows import supervise
+
+WORKER = textwrap.dedent(
+    """
+    import os, signal, subprocess, sys, time
+    from flows.supervise import mark_step
+    stubborn = subprocess.Popen([sys.executable, "-c",
+        "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(300)"])
+    step = subprocess.Popen(["sleep", "300"], process_group=0)
+    mark_step("step rollouts [rollouts] (log: runs/x/logs/rollouts.log)")
+    if sys.argv[1] == "stuck":
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    print("pids", stubborn.pid, step.pid, flush=True)
+    try:
+        time.sleep(300)
+    except KeyboardInterrupt:
+        os.killpg(step.pid, signal.SIGTERM)
+        sys.exit(1)
+    """
+)
+SUPERVISOR = "import sys; from flows.supervise import supervise; sys.exit(supervise(sys.argv[1:]))"
+
+
+def start(mode: str):
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SUPERVISOR, sys.executable, "-c", WORKER, mode],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own group: the test signals that group like a terminal would
+    )
+    line = proc.stdout.readline().split()
+    assert line[0] == "pids", line
+    return proc, [int(p) for p in line[1:]]
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.parametrize(
+    "mode, sig, to_group, limit",
+    [
+        ("clean", signal.SIGINT, True, 5.0),  # Ctrl-C in a terminal
+        ("clean", signal.SIGTERM, True, 5.0),  # `timeout`, a process supervisor
+        ("clean", signal.SIGTERM, False, 5.0),  # `kill PID`
+        ("stuck", signal.SIGINT, True, supervise.GRACE_S + 4.0),  # a worker that ignores the interrupt
+    ],
+)
+def test_an_interrupt_ends_the_worker_its_step_and_its_servers(mode, sig, to_group, limit):
+    proc, children = start(mode)
+    sent = time.monotonic()
+    (os.killpg if to_group else os.kill)(proc.pid, sig)
+    _, err = proc.communicate(timeout=limit + 5)
+    elapsed = time.monotonic() - sent
+    assert proc.returncode == 128 + sig and elapsed < limit
+    assert f"interrupted ({sig.name}) during step rollouts [rollouts] (log: runs/x/logs/rollouts.log)" in err
+    assert "run the same command again to resume" in err
+    time.sleep(0.2)
+    assert not [pid for pid in children if alive(pid)]
+
+
+def test_a_second_interrupt_does_not_wait_for_the_grace_period():
+    proc, children = start("stuck")
+    os.killpg(proc.pid, signal.SIGINT)
+    time.sleep(0.5)
+    sent = time.monotonic()
+    os.killpg(proc.pid, signal.SIGINT)
+    proc.communicate(timeout=10)
+    assert proc.returncode == 130 and time.monotonic() - sent < 3.0
+    time.sleep(0.2)
+    assert not [pid for pid in children if alive(pid)]
+
+
+def test_a_worker_that_ends_by_itself_keeps_its_exit_status_and_prints_nothing_more():
+    done = subprocess.run(
+        [sys.executable, "-c", SUPERVISOR, sys.executable, "-c", "import sys; print('hi'); sys.exit(3)"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (3, "hi\n", "")
+
+
+def test_session_members_lists_a_new_sessions_processes():
+    proc = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        assert supervise.session_members(proc.pid) == [proc.pid]
+    finally:
+        supervise.kill_session(proc.pid)
+        proc.wait(timeout=5)
+    assert proc.returncode == -signal.SIGKILL
