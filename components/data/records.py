@@ -7,10 +7,13 @@ Writers append and flush row by row, so a crash loses at most the row being writ
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Iterable, Iterator, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+log = logging.getLogger(__name__)
 
 R = TypeVar("R", bound=BaseModel)
 
@@ -150,8 +153,9 @@ def write_jsonl(path: Path, rows: Iterable[BaseModel | dict], append: bool = Fal
 def read_resumable(path: Path, record: type[R]) -> list[R]:
     """Records of a file being appended to by a step that may have crashed mid-row.
 
-    A torn final row (no trailing newline, not parseable) is dropped and cut from the file, so
-    the step can append after it; any other bad row still raises RecordError.
+    A torn final row (no trailing newline, not parseable: a write cut by a kill or power loss) is
+    dropped, cut from the file and reported as a warning, so the step redoes it and appends after
+    the last whole row; any other bad row still raises RecordError.
     """
     path = Path(path)
     if not path.exists():
@@ -169,4 +173,5 @@ def read_resumable(path: Path, record: type[R]) -> list[R]:
             if not torn:
                 raise
             path.write_text(text[: len(text) - len(line)], encoding="utf-8")
+            log.warning("%s: dropped its torn last row (%d bytes, an interrupted write); it is redone", path, len(line))
     return rows

@@ -72,12 +72,13 @@ def traj(i):
     return make_trajectory(i)
 
 
-def test_resumable_read_drops_a_torn_last_row_only(tmp_path):
+def test_resumable_read_drops_a_torn_last_row_only(tmp_path, caplog):
     path = tmp_path / "trajs.jsonl"
     write_jsonl(path, [traj(0), traj(1)])
     with path.open("a") as fh:
         fh.write('{"task_id": "x", "task_in')
     assert [t.task_index for t in read_resumable(path, Trajectory)] == [0, 1]
+    assert "dropped its torn last row (25 bytes" in caplog.text
     write_jsonl(path, [traj(2)], append=True)
     assert [t.task_index for t in read_resumable(path, Trajectory)] == [0, 1, 2]
 
