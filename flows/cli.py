@@ -278,14 +278,18 @@ RUN_OPTIONS = cli_options(
 def _pipeline_plan(options: dict):
     """The pipeline's parameters and plan as `sweetflow run` resolves them, or a clear error."""
     from components.config.sections import ConfigError
+    from components.data.records import RecordError
+    from flows.inputs import check_offline
     from flows.pipeline_flow import resolve
 
     try:
         params = PipelineParams(
             **(options | {"overrides": options.get("overrides") or [], "baselines": options.get("baselines") or []})
         )
-        return params, resolve(params)
-    except (ConfigError, ValueError) as exc:
+        plan = resolve(params)
+        check_offline(plan)
+        return params, plan
+    except (ConfigError, RecordError, ValueError) as exc:
         _fail(str(exc))
 
 

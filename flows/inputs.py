@@ -38,6 +38,23 @@ def pull_data(plan: RunPlan) -> list[str]:
     return [str(f) for f in files]
 
 
+def check_offline(plan: RunPlan) -> None:
+    """Refuse `rollouts.offline` trajectories of evaluation-split tasks before any step runs, when the
+    task's records exist already (a generated task's appear with its first step: then the rollouts
+    step refuses them, components.stages.rollouts)."""
+    path = None if plan.gsm8k else plan.doc.get("rollouts", {}).get("offline")
+    if not path:
+        return
+    from components.config.schema import SECTIONS
+    from components.data.split import Split
+    from components.stages.rollouts import offline_trajectories
+
+    cls = task_class(plan.task)
+    task = cls({s: SECTIONS[s].model_validate(plan.doc[s]) for s in cls.sections})
+    if task.tasks_file(Split.eval).exists():
+        offline_trajectories(Path(path), task)
+
+
 def prepare_model(plan: RunPlan) -> str:
     """The base model: the embedded default is prepared when missing; any other must resolve."""
     base = plan.doc["cory" if plan.gsm8k else "train"]["model"]

@@ -265,6 +265,7 @@ def pipeline_flow(params: PipelineParams = PipelineParams()) -> dict:
 
     plan = resolve(params)
     pull_data_task(plan)
+    inputs.check_offline(plan)  # before any step: offline trajectories of held-out tasks are refused
     base = prepare_model_task(plan)
     tracking.configure()
     experiment = tracking.experiment_id(DEFAULT_EXPERIMENT)

@@ -147,3 +147,26 @@ def test_params_prints_what_run_would_use_and_fails_like_run():
         printed, ran = runner.invoke(app, ["params", *bad]), runner.invoke(app, ["run", *bad])
         assert printed.exit_code == ran.exit_code == 2 and message in printed.output
         assert message in ran.output
+
+
+def test_run_refuses_offline_trajectories_of_evaluation_tasks_before_any_step(tmp_path):
+    from components.config.sections import DataConfig
+    from components.data.records import read_jsonl
+    from components.data.split import Split, select
+    from components.data.tasks import BackendTask
+    from tests.conftest import TASKS_FILE
+    from tests.factories import make_trajectory
+
+    if not TASKS_FILE.exists():
+        pytest.skip("ColBench data not pulled (make data)")
+    tasks, data = list(read_jsonl(TASKS_FILE, BackendTask)), DataConfig()
+    held_out = select(tasks, Split.eval, data.eval_fraction, data.split_salt)[:2]
+    offline = tmp_path / "eval_trajectories.jsonl"
+    offline.write_text(
+        "".join(make_trajectory(i, score=0.5, task_id=tasks[i].task_id).model_dump_json() + "\n" for i in held_out)
+    )
+    args = ["--task", "colbench-backend", "-S", f"rollouts.offline={offline}"]
+    for command in ("params", "run"):
+        result = runner.invoke(app, [command, *args])
+        assert result.exit_code == 2 and "2 of 2 offline trajectories are of 2 evaluation-split tasks" in result.output
+        assert tasks[held_out[0]].task_id in result.output
