@@ -1,0 +1,62 @@
+"""A process killed (SIGKILL: no cleanup runs) while it writes a training checkpoint leaves the
+previous checkpoint whole and the one to resume; the torn write is ignored and redone
+(components/training/checkpoint.py writes to `step-N.tmp` and renames)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+
+import torch
+
+from components.training import checkpoint
+
+WRITER = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    import torch
+    from components.training import checkpoint
+
+    class Model:
+        def __init__(self, slow):
+            self.slow = slow
+        def save_pretrained(self, folder):
+            (Path(folder) / "model.safetensors").write_bytes(b"w" * 4096)
+            if self.slow:
+                print("writing", flush=True)
+                time.sleep(60)
+
+    param = torch.nn.Parameter(torch.ones(3))
+    opt = torch.optim.AdamW([param], lr=0.1)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1.0)
+    param.grad = torch.ones(3)
+    opt.step()
+    out = Path(sys.argv[1])
+    checkpoint.save(out, 1, Model(False), opt, sched, {"run": 1}, keep=1)
+    checkpoint.save(out, 2, Model(True), opt, sched, {"run": 1}, keep=1)  # killed in here
+    """
+)
+
+
+def test_a_kill_during_a_checkpoint_write_keeps_the_previous_checkpoint(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "writing"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    assert (tmp_path / "checkpoints" / "step-2.tmp" / "model.safetensors").exists()  # the torn write
+    resume = checkpoint.latest(tmp_path, {"run": 1})
+    assert resume is not None and resume.name == "step-1"
+    param = torch.nn.Parameter(torch.ones(3))
+    opt = torch.optim.AdamW([param], lr=0.1)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1.0)
+    assert checkpoint.restore(resume, opt, sched) == 1 and opt.state_dict()["state"][0]["step"] == 1
+
+    class Model:
+        def save_pretrained(self, folder):
+            (folder / "model.safetensors").write_bytes(b"w")
+
+    checkpoint.save(tmp_path, 2, Model(), opt, sched, {"run": 1}, keep=1)  # the resumed run redoes it
+    assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["step-2"]
