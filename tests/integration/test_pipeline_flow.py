@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -66,6 +67,21 @@ def overrides(project_dir, tiny_model_dir):
         "actor.optim": OPTIM,
     }
     return [f"{k}={v}" for k, v in sets.items()]
+
+
+def processes_in(folder: Path) -> list[str]:
+    """Command lines of the live processes whose working directory is under `folder`."""
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if (
+                Path(os.readlink(proc / "cwd")).is_relative_to(folder)
+                and "Z" != (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            ):
+                found.append((proc / "cmdline").read_text().replace("\0", " "))
+        except OSError:
+            continue
+    return found
 
 
 def _runs(parent: str | None = None) -> list:
@@ -146,8 +162,11 @@ def test_a_pipeline_killed_in_training_resumes_from_its_checkpoint(overrides, pr
         "smoke",
         *[arg for o in slow for arg in ("-S", o)],
     ]
-    proc = subprocess.Popen(cmd, cwd=project_dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    checkpoints = None
+    # its own session and group, signalled as a whole as a terminal's Ctrl-C does (flows/supervise.py)
+    proc = subprocess.Popen(
+        cmd, cwd=project_dir, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    checkpoints, sent = None, None
     deadline = time.monotonic() + 600
     while proc.poll() is None and time.monotonic() < deadline:
         found = [
@@ -156,12 +175,15 @@ def test_a_pipeline_killed_in_training_resumes_from_its_checkpoint(overrides, pr
             if not p.name.endswith(".tmp")
         ]
         if found:
-            checkpoints = found
-            proc.send_signal(signal.SIGTERM)
+            checkpoints, sent = found, time.monotonic()
+            os.killpg(proc.pid, signal.SIGINT)
             break
         time.sleep(0.05)
-    proc.wait(timeout=120)
+    _, err = proc.communicate(timeout=120)
     assert checkpoints, "the critic never wrote a checkpoint before the run ended"
+    assert proc.returncode == 130 and time.monotonic() - sent < 15, (proc.returncode, err[-2000:])
+    assert "interrupted (SIGINT) during step critic [critic]" in err and "run the same command again" in err
+    assert not processes_in(project_dir)  # no engine, DVC, stage or API server process left
     critic_dir = checkpoints[0].parents[1]
     assert not (critic_dir / "model").exists()  # killed mid-training
 
