@@ -15,14 +15,21 @@ optionally a local tokenizer folder (needed for token-level `generate`). Writes:
   and, for servers that return token strings, to map them to ids); without it `generate` raises
   NotImplementedError.
 - `seeds[i]` is sent as the request's `seed`.
-- Failures: connection refused / unknown host fail at once (no retry) with a clear
-  ConnectionError; timeouts, 429 and 5xx are retried `max_retries` times with exponential backoff.
-  The constructor probes `{base_url}/models` (short timeout) so a dead server is reported before
-  any work starts, and picks the served model name when none is given.
+- Failures, by kind (a request is tried at most `max_retries + 1` times; the wait before retry i
+  (0-based) is `backoff_s * 2**i`, capped at `max_backoff_s`; each retry is logged as a warning):
+  wrong URL (unsupported scheme, invalid URL) and non-retryable HTTP statuses (4xx but 408/429)
+  fail at once; timeouts, HTTP 408/429/5xx, connections refused or dropped mid-request (any
+  httpx transport error: a server restarting, a proxy closing the socket) are retried. When the
+  attempts are spent, EndpointError names the URL, the attempts, the last failure and the setting
+  to raise (`retry_setting`, e.g. "rollouts.openai_retries").
+  The constructor probes `{base_url}/models` so a dead server is reported before any work starts:
+  there a refused or timed-out connection fails at once with ConnectionError (no retry), and
+  the served model name is picked when none is given.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -34,6 +41,18 @@ import httpx
 from components.engines.base import Generation, Message, SamplingConfig
 
 RETRY_STATUS = {408, 429, 500, 502, 503, 504}
+WRONG_URL = (httpx.UnsupportedProtocol, httpx.InvalidURL)  # never retried
+CONNECT_FAILED = (httpx.ConnectError, httpx.ConnectTimeout)  # not retried by the constructor's probe
+
+log = logging.getLogger(__name__)
+
+
+class EndpointError(RuntimeError):
+    """An OpenAI-compatible endpoint failed for good: a non-retryable HTTP status, or retries spent."""
+
+
+class _Retryable(Exception):
+    """One failed attempt worth retrying; `str()` says what failed."""
 
 
 class OpenAIEngine:
@@ -51,13 +70,19 @@ class OpenAIEngine:
         connect_timeout_s: float = 5.0,
         max_retries: int = 3,
         backoff_s: float = 1.0,
+        max_backoff_s: float = 30.0,
+        retry_setting: str = "max_retries",
         concurrency: int = 32,
         api_key: str | None = None,
         seed: int = 0,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        if max_retries < 0 or backoff_s < 0:
+            raise ValueError(f"max_retries and backoff_s must be >= 0, got {max_retries} and {backoff_s}")
         self.max_retries = max_retries
         self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+        self.retry_setting = retry_setting
         self.concurrency = concurrency
         self.seed = seed  # unused: every request carries its own seed
         key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
@@ -72,31 +97,58 @@ class OpenAIEngine:
             from transformers import AutoTokenizer
 
             self.tokenizer = AutoTokenizer.from_pretrained(str(tokenizer))
-        self.model_name = model_name or self._served_model()
+        self.model_name = self._probe(model_name)
 
-    def _served_model(self) -> str:
-        models = self._request("GET", "/models").get("data") or []
+    def _probe(self, model_name: str | None) -> str:
+        """GET /models (a refused connection fails at once); `model_name` or the first served one."""
+        models = self._request("GET", "/models", probe=True).get("data") or []
+        if model_name:
+            return model_name
         if not models:
-            raise RuntimeError(f"{self.base_url}/models lists no model; pass a model name")
+            raise EndpointError(f"{self.base_url}/models lists no model; pass a model name")
         return str(models[0]["id"])
 
-    def _request(self, method: str, path: str, payload: dict | None = None) -> dict:
+    def _request(self, method: str, path: str, payload: dict | None = None, *, probe: bool = False) -> dict:
+        """The JSON answer of one call, retried with backoff (see the module docstring)."""
         url = self.base_url + path
         for attempt in range(self.max_retries + 1):
             try:
-                response = self._client.request(method, url, json=payload)
-            except (httpx.ConnectError, httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
-                raise ConnectionError(f"cannot reach OpenAI-compatible server at {url}: {exc}") from exc
-            except httpx.TimeoutException as exc:
-                if attempt == self.max_retries:
-                    raise TimeoutError(f"{url} timed out {attempt + 1} times") from exc
-            else:
-                if response.status_code < 400:
-                    return response.json()
-                if response.status_code not in RETRY_STATUS or attempt == self.max_retries:
-                    raise RuntimeError(f"{method} {url} -> HTTP {response.status_code}: {response.text[:500]}")
-            time.sleep(self.backoff_s * 2**attempt)
-        raise AssertionError("unreachable")
+                return self._attempt(method, url, payload, probe)
+            except _Retryable as exc:
+                last = str(exc)
+            if attempt < self.max_retries:
+                wait = self.wait_s(attempt)
+                log.warning("%s %s: %s; retry %d/%d in %.1f s", method, url, last, attempt + 1, self.max_retries, wait)
+                time.sleep(wait)
+        raise EndpointError(
+            f"{method} {url} failed {self.max_retries + 1} times (last: {last}); if the server needs longer "
+            f"to recover, raise {self.retry_setting} (now {self.max_retries}) or the backoff"
+        )
+
+    def wait_s(self, attempt: int) -> float:
+        """Seconds slept after failed attempt `attempt` (0-based): exponential, capped."""
+        return min(self.backoff_s * 2**attempt, self.max_backoff_s)
+
+    def _attempt(self, method: str, url: str, payload: dict | None, probe: bool) -> dict:
+        """One try: the JSON answer, _Retryable for a passing failure, an error for a permanent one."""
+        try:
+            response = self._client.request(method, url, json=payload)
+        except WRONG_URL as exc:
+            raise ConnectionError(f"cannot reach OpenAI-compatible server at {url}: {exc}") from exc
+        except CONNECT_FAILED as exc:
+            if probe:
+                raise ConnectionError(f"cannot reach OpenAI-compatible server at {url}: {exc!r}") from exc
+            raise _Retryable(f"connection failed: {exc!r}") from exc
+        except httpx.TimeoutException as exc:
+            raise _Retryable(f"timed out: {exc!r}") from exc
+        except httpx.TransportError as exc:  # dropped connection, read/write error, protocol error
+            raise _Retryable(f"connection lost: {exc!r}") from exc
+        if response.status_code < 400:
+            return response.json()
+        failure = f"HTTP {response.status_code}: {response.text[:500]}"
+        if response.status_code in RETRY_STATUS:
+            raise _Retryable(failure)
+        raise EndpointError(f"{method} {url} -> {failure}")
 
     def _map(self, fn, payloads: list[dict]) -> list[Any]:
         if len(payloads) <= 1:

@@ -50,21 +50,38 @@ def pending_jobs(
     ]
 
 
-def engine_for(kind: str, model: str, seed: int, max_model_len: int) -> Engine:
-    """Build an engine; vLLM also gets the episode's context budget."""
-    options = {"max_model_len": max_model_len} if resolve_kind(kind) == EngineKind.VLLM else {}
+def engine_for(kind: str, model: str, seed: int, max_model_len: int, openai: dict[str, Any] | None = None) -> Engine:
+    """Build an engine; vLLM also gets the episode's context budget, an OpenAI client `openai` options."""
+    resolved = resolve_kind(kind)
+    options = {"max_model_len": max_model_len} if resolved == EngineKind.VLLM else {}
+    if resolved == EngineKind.OPENAI:
+        options.update(openai or {})
     return make_engine(kind, model, seed=seed, **options)
+
+
+def openai_options(cfg: EpisodeStageConfig) -> dict[str, Any]:
+    """The stage's retry settings for OpenAI engines; their final error names the setting to raise."""
+    from components.config.schema import SECTIONS  # lazy: the registry imports every stage's config
+
+    section = next((name for name, model in SECTIONS.items() if type(cfg) is model), None)
+    return {
+        "max_retries": cfg.openai_retries,
+        "backoff_s": cfg.openai_backoff_s,
+        "retry_setting": f"{section}.openai_retries" if section else "openai_retries",
+    }
 
 
 def build_driver(cfg: EpisodeStageConfig, episode: EpisodeSection, seed: int, task: Task) -> EpisodeDriver:
     """The agent engine (built once), the simulator (sharing the agent engine unless told not to)."""
-    agent = engine_for(cfg.engine, cfg.model, seed, episode.max_model_len)
+    openai = openai_options(cfg)
+    agent = engine_for(cfg.engine, cfg.model, seed, episode.max_model_len, openai)
     sim_engine = None
     if cfg.simulator == SimulatorKind.llm:
+        sim_kind = cfg.simulator_engine or cfg.engine
         sim_engine = (
             agent
             if cfg.simulator_model is None
-            else engine_for(cfg.simulator_engine or cfg.engine, cfg.simulator_model, seed, episode.max_model_len)
+            else engine_for(sim_kind, cfg.simulator_model, seed, episode.max_model_len, openai)
         )
     simulator = make_simulator(cfg.simulator, task, sim_engine, episode.sim_max_tokens, episode.sim_max_chars)
     ep_cfg = EpisodeConfig(

@@ -1,4 +1,5 @@
-"""OpenAIEngine against a tiny local OpenAI-compatible server (http.server on 127.0.0.1)."""
+"""OpenAIEngine against a tiny local OpenAI-compatible server (http.server on 127.0.0.1), including
+its retries of busy, dropping, stalling and vanished servers, and the stages' retry settings."""
 
 from __future__ import annotations
 
@@ -10,9 +11,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from components.config.sections import DataConfig, EpisodeSection, EvalConfig, RolloutsConfig
 from components.engines.base import Engine, SamplingConfig
 from components.engines.factory import make_engine
-from components.engines.openai_engine import OpenAIEngine
+from components.engines.openai_engine import EndpointError, OpenAIEngine
+from components.episodes import play
+from components.tasks.colbench_backend import ColbenchBackend
 
 DELAY_S = 0.3
 
@@ -21,7 +25,9 @@ class FakeServer(BaseHTTPRequestHandler):
     """Chat: echoes the last message and the seed. Completions: ids derived from the seed."""
 
     calls: list[dict] = []
-    failures_left = {"n": 0}
+    failures_left = {"n": 0}  # next POSTs answered 503
+    drops_left = {"n": 0}  # next POSTs: connection closed without an answer
+    stall_s = {"s": 0.0}  # every POST waits this long first (> the client's timeout: it times out)
 
     def log_message(self, *args):  # keep pytest output clean
         pass
@@ -43,6 +49,12 @@ class FakeServer(BaseHTTPRequestHandler):
     def do_POST(self):
         payload = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         FakeServer.calls.append({"path": self.path, "auth": self.headers.get("Authorization"), **payload})
+        if FakeServer.drops_left["n"] > 0:
+            FakeServer.drops_left["n"] -= 1
+            self.close_connection = True  # returns without a status line: the server closes the socket
+            return None
+        if FakeServer.stall_s["s"]:
+            time.sleep(FakeServer.stall_s["s"])
         if FakeServer.failures_left["n"] > 0:
             FakeServer.failures_left["n"] -= 1
             return self._send(503, {"error": "busy"})
@@ -63,14 +75,35 @@ class FakeServer(BaseHTTPRequestHandler):
         self._send(404, {"error": "not found"})
 
 
-@pytest.fixture(scope="module")
-def server_url():
+def start_server() -> tuple[ThreadingHTTPServer, str]:
+    """A FakeServer on a free loopback port, served from a thread; (server, base URL)."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), FakeServer)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}/v1"
+
+
+def stop_server(server: ThreadingHTTPServer) -> None:
     server.shutdown()
     server.server_close()
+
+
+@pytest.fixture(scope="module")
+def server_url():
+    server, url = start_server()
+    yield url
+    stop_server(server)
+
+
+@pytest.fixture
+def misbehave():
+    """The FakeServer's failure knobs, reset after the test."""
+    yield FakeServer
+    FakeServer.failures_left["n"] = FakeServer.drops_left["n"] = 0
+    FakeServer.stall_s["s"] = 0.0
+
+
+def ask(engine: OpenAIEngine) -> str:
+    return engine.chat([[{"role": "user", "content": "x"}]], SamplingConfig(), [1])[0].text
 
 
 def test_chat_in_order_concurrently_with_seeds(server_url, monkeypatch):
@@ -108,17 +141,62 @@ def test_generate_without_tokenizer_is_not_implemented(server_url):
         engine.generate([[1]], SamplingConfig(), [0])
 
 
-def test_retries_busy_server(server_url):
+def test_retries_busy_server(server_url, misbehave):
     engine = OpenAIEngine(server_url, "m", backoff_s=0.01)
-    FakeServer.failures_left["n"] = 2
-    out = engine.chat([[{"role": "user", "content": "x"}]], SamplingConfig(), [1])[0]
-    assert out.text == "echo:x|seed=1"
-    FakeServer.failures_left["n"] = 10
-    with pytest.raises(RuntimeError, match="HTTP 503"):
-        OpenAIEngine(server_url, "m", backoff_s=0.01, max_retries=1).chat(
-            [[{"role": "user", "content": "x"}]], SamplingConfig(), [1]
-        )
-    FakeServer.failures_left["n"] = 0
+    misbehave.failures_left["n"] = 2
+    before = len(misbehave.calls)
+    assert ask(engine) == "echo:x|seed=1"
+    assert len(misbehave.calls) - before == 3  # 503, 503, 200
+    misbehave.failures_left["n"] = 10
+    with pytest.raises(EndpointError, match="HTTP 503") as err:
+        ask(OpenAIEngine(server_url, "m", backoff_s=0.01, max_retries=1))
+    assert "failed 2 times" in str(err.value) and "/v1/chat/completions" in str(err.value)
+
+
+def test_retries_dropped_connection(server_url, misbehave):
+    engine = OpenAIEngine(server_url, "m", backoff_s=0.01, max_retries=2)
+    misbehave.drops_left["n"] = 2
+    before = len(misbehave.calls)
+    assert ask(engine) == "echo:x|seed=1"
+    assert len(misbehave.calls) - before == 3  # dropped, dropped, answered
+    misbehave.drops_left["n"] = 10
+    with pytest.raises(EndpointError, match="connection lost"):
+        ask(OpenAIEngine(server_url, "m", backoff_s=0.01, max_retries=1))
+
+
+def test_stalled_server_fails_after_retries_with_clear_message(server_url, misbehave):
+    retries, backoff, timeout = 2, 0.05, 0.2
+    engine = OpenAIEngine(
+        server_url, "m", timeout_s=timeout, max_retries=retries, backoff_s=backoff, retry_setting="eval.openai_retries"
+    )
+    misbehave.stall_s["s"] = 1.0
+    before = len(misbehave.calls)
+    start = time.perf_counter()
+    with pytest.raises(EndpointError) as err:
+        ask(engine)
+    elapsed = time.perf_counter() - start
+    message = str(err.value)
+    assert f"{server_url}/chat/completions" in message and "failed 3 times" in message
+    assert "timed out" in message and "eval.openai_retries (now 2)" in message
+    assert len(misbehave.calls) - before == retries + 1
+    waits = sum(engine.wait_s(i) for i in range(retries))  # 0.05 + 0.1
+    assert (retries + 1) * timeout + waits - 0.05 < elapsed < (retries + 1) * timeout + waits + 1.0
+
+
+def test_backoff_doubles_and_is_capped(server_url):
+    engine = OpenAIEngine(server_url, "m", backoff_s=1.0, max_backoff_s=30.0)
+    assert [engine.wait_s(i) for i in range(7)] == [1, 2, 4, 8, 16, 30, 30]
+    with pytest.raises(ValueError, match="max_retries"):
+        OpenAIEngine(server_url, "m", max_retries=-1)
+
+
+def test_server_gone_after_start_is_retried_then_fails(misbehave):
+    server, url = start_server()
+    engine = OpenAIEngine(url, "m", backoff_s=0.01, max_retries=2)  # the probe reaches it
+    stop_server(server)  # then the server goes away (e.g. restarting)
+    with pytest.raises(EndpointError, match="failed 3 times .last: connection failed") as err:
+        ask(engine)
+    assert "max_retries (now 2)" in str(err.value)
 
 
 def test_connection_refused_fails_fast():
@@ -131,3 +209,28 @@ def test_connection_refused_fails_fast():
     assert time.perf_counter() - start < 2
     with pytest.raises(ValueError, match="http"):
         make_engine("openai", "not-a-url")
+    with pytest.raises(ConnectionError, match="cannot reach"):
+        OpenAIEngine(f"http://127.0.0.1:{port}/v1", "named-model", max_retries=5, backoff_s=1.0)
+    assert time.perf_counter() - start < 2  # the probe runs, and does not retry, with a name too
+
+
+def test_stage_retry_settings_reach_agent_and_simulator(server_url, tmp_path, monkeypatch):
+    assert play.openai_options(EvalConfig())["retry_setting"] == "eval.openai_retries"
+    cfg = RolloutsConfig(
+        engine="openai",
+        model=f"{server_url}#agent",
+        simulator="llm",
+        simulator_model=f"{server_url}#sim",
+        openai_retries=5,
+        openai_backoff_s=0.25,
+    )
+    monkeypatch.setattr(play, "EpisodeDriver", lambda agent, simulator, ep_cfg, task: (agent, simulator))
+    task = ColbenchBackend({"data": DataConfig(backend_tasks=tmp_path / "tasks.jsonl")})
+    agent, simulator = play.build_driver(cfg, EpisodeSection(), 0, task)
+    assert (agent.model_name, simulator.engine.model_name) == ("agent", "sim")
+    for engine in (agent, simulator.engine):
+        assert (engine.max_retries, engine.backoff_s) == (5, 0.25)
+        assert engine.retry_setting == "rollouts.openai_retries"
+        engine.close()
+    with pytest.raises(ValueError, match="openai_retries"):
+        RolloutsConfig(openai_retries=11)
