@@ -70,9 +70,11 @@ def overrides(project_dir, tiny_model_dir):
 
 
 def processes_in(folder: Path) -> list[str]:
-    """Command lines of the live processes whose working directory is under `folder`."""
+    """Command lines of the live processes (but this one) whose working directory is under `folder`."""
     found = []
     for proc in Path("/proc").glob("[0-9]*"):
+        if proc.name == str(os.getpid()):
+            continue
         try:
             if (
                 Path(os.readlink(proc / "cwd")).is_relative_to(folder)
