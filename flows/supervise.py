@@ -27,6 +27,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Sequence
 
@@ -49,19 +50,30 @@ def session_members(sid: int) -> list[int]:
     return pids
 
 
-def kill_session(sid: int) -> None:
-    """SIGKILL every process of session `sid` (its process group where /proc is missing)."""
-    pids = session_members(sid) if Path("/proc/self/stat").exists() else []
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    if not pids:
+def kill_session(sid: int, wait_s: float = 5.0) -> None:
+    """SIGKILL every process of session `sid` (its process group where /proc is missing) and wait
+    until they are gone, so that a re-run started right after finds no lock of theirs held."""
+    if not Path("/proc/self/stat").exists():
         try:
             os.killpg(sid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+        return
+    deadline = time.monotonic() + wait_s
+    while (pids := session_members(sid)) and time.monotonic() < deadline:
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.05)
+
+
+def restore_interrupt() -> None:
+    """In the worker: SIGINT raises KeyboardInterrupt even where it was ignored when the command
+    started (a background job of a non-interactive shell, `nohup`), which Python would keep, so
+    the forwarded interrupt stops the worker at once instead of after the grace period."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def mark_step(text: str | None) -> None:

@@ -19,7 +19,8 @@ from flows import supervise
 WORKER = textwrap.dedent(
     """
     import os, signal, subprocess, sys, time
-    from flows.supervise import mark_step
+    from flows.supervise import mark_step, restore_interrupt
+    restore_interrupt()  # as the sweetflow worker does (flows/cli.py main)
     stubborn = subprocess.Popen([sys.executable, "-c",
         "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(300)"])
     step = subprocess.Popen(["sleep", "300"], process_group=0)
@@ -37,13 +38,15 @@ WORKER = textwrap.dedent(
 SUPERVISOR = "import sys; from flows.supervise import supervise; sys.exit(supervise(sys.argv[1:]))"
 
 
-def start(mode: str):
+def start(mode: str, sigint_ignored: bool = False):
     proc = subprocess.Popen(
         [sys.executable, "-c", SUPERVISOR, sys.executable, "-c", WORKER, mode],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,  # its own group: the test signals that group like a terminal would
+        # as `nohup` or `cmd &` in a script start it: SIGINT ignored, inherited by the worker
+        preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None,
     )
     line = proc.stdout.readline().split()
     assert line[0] == "pids", line
@@ -59,16 +62,17 @@ def alive(pid: int) -> bool:
 
 
 @pytest.mark.parametrize(
-    "mode, sig, to_group, limit",
+    "mode, sig, to_group, limit, ignored",
     [
-        ("clean", signal.SIGINT, True, 5.0),  # Ctrl-C in a terminal
-        ("clean", signal.SIGTERM, True, 5.0),  # `timeout`, a process supervisor
-        ("clean", signal.SIGTERM, False, 5.0),  # `kill PID`
-        ("stuck", signal.SIGINT, True, supervise.GRACE_S + 4.0),  # a worker that ignores the interrupt
+        ("clean", signal.SIGINT, True, 5.0, False),  # Ctrl-C in a terminal
+        ("clean", signal.SIGTERM, True, 5.0, False),  # `timeout`, a process supervisor
+        ("clean", signal.SIGTERM, False, 5.0, False),  # `kill PID`
+        ("clean", signal.SIGTERM, False, 5.0, True),  # `kill PID` of a command started with `nohup ... &`
+        ("stuck", signal.SIGINT, True, supervise.GRACE_S + 4.0, False),  # a worker that ignores the interrupt
     ],
 )
-def test_an_interrupt_ends_the_worker_its_step_and_its_servers(mode, sig, to_group, limit):
-    proc, children = start(mode)
+def test_an_interrupt_ends_the_worker_its_step_and_its_servers(mode, sig, to_group, limit, ignored):
+    proc, children = start(mode, ignored)
     sent = time.monotonic()
     (os.killpg if to_group else os.kill)(proc.pid, sig)
     _, err = proc.communicate(timeout=limit + 5)
