@@ -11,6 +11,7 @@ or SIGHUP this process:
    process group (flows/console.py), Prefect marks the flow run Crashed while its API server still
    answers, and the worker exits;
 2. after `GRACE_S` (or at a second signal) kills whatever of the worker's session is still alive;
+   if this process is itself killed outright, the worker gets SIGTERM (Linux's parent-death signal);
 3. after the worker is gone, kills every process still in its session (a step's engine core, the
    API server), so none is left behind, prints one line naming the interrupted step (the worker
    writes it to `$SWEETFLOW_STEP_FILE`) and that the same command resumes, and exits 128 + signal.
@@ -69,6 +70,18 @@ def kill_session(sid: int, wait_s: float = 5.0) -> None:
         time.sleep(0.05)
 
 
+def _die_with_parent() -> None:
+    """In the worker before it starts (Linux): SIGTERM it when this process dies, also when killed
+    outright (SIGKILL, the OOM killer, a test's timeout), instead of leaving it running unsupervised;
+    its SIGTERM handler (flows/cli.py) stops the running step's group."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def restore_interrupt() -> None:
     """In the worker: SIGINT raises KeyboardInterrupt even where it was ignored when the command
     started (a background job of a non-interactive shell, `nohup`), which Python would keep, so
@@ -87,7 +100,7 @@ class Supervisor:
     def __init__(self, argv: Sequence[str], step_file: Path) -> None:
         env = {**os.environ, SUPERVISED_ENV: "1", STEP_FILE_ENV: str(step_file)}
         self.step_file, self.signals = step_file, []
-        self.child = subprocess.Popen(list(argv), env=env, start_new_session=True)
+        self.child = subprocess.Popen(list(argv), env=env, start_new_session=True, preexec_fn=_die_with_parent)
 
     def on_signal(self, signum, frame) -> None:
         self.signals.append(signum)

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -27,12 +28,13 @@ WORKER = textwrap.dedent(
     mark_step("step rollouts [rollouts] (log: runs/x/logs/rollouts.log)")
     if sys.argv[1] == "stuck":
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # as flows/cli.py's worker does
     print("pids", stubborn.pid, step.pid, flush=True)
     try:
         time.sleep(300)
-    except KeyboardInterrupt:
+    finally:  # KeyboardInterrupt or SystemExit: stop the step and the server, as the real worker does
         os.killpg(step.pid, signal.SIGTERM)
-        sys.exit(1)
+        stubborn.kill()
     """
 )
 SUPERVISOR = "import sys; from flows.supervise import supervise; sys.exit(supervise(sys.argv[1:]))"
@@ -94,6 +96,29 @@ def test_a_second_interrupt_does_not_wait_for_the_grace_period():
     assert proc.returncode == 130 and time.monotonic() - sent < 3.0
     time.sleep(0.2)
     assert not [pid for pid in children if alive(pid)]
+
+
+def children_of(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(stat.parent.name))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def test_a_killed_supervisor_takes_its_worker_with_it():
+    """SIGKILL (no handler runs): the worker gets its parent-death SIGTERM and stops its step."""
+    proc, children = start("clean")
+    (worker,) = children_of(proc.pid)
+    proc.kill()
+    proc.wait(timeout=5)
+    deadline = time.monotonic() + 5
+    while [pid for pid in (worker, *children) if alive(pid)] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [pid for pid in (worker, *children) if alive(pid)]
 
 
 def test_a_worker_that_ends_by_itself_keeps_its_exit_status_and_prints_nothing_more():
