@@ -438,13 +438,11 @@ def main() -> None:
     (flows/supervise.py), so that Ctrl-C or SIGTERM to the terminal's process group ends them cleanly."""
     import sys
 
-    from flows.supervise import SUPERVISED_ENV, restore_interrupt, supervise
+    from flows.supervise import SUPERVISED_ENV, supervise
 
     args = sys.argv[1:]
     if _command(args) in SUPERVISED_COMMANDS and not os.environ.get(SUPERVISED_ENV):
         sys.exit(supervise([sys.executable, "-m", "flows.cli", *args]))
-    if os.environ.get(SUPERVISED_ENV):
-        restore_interrupt()
     app(prog_name="sweetflow")
 
 

@@ -7,9 +7,10 @@ with it, and the command then hung on Prefect's event client retrying a dead ser
 second Ctrl-C. Here the worker and everything it starts (the API server, DVC, the stage and its
 engine processes) live in the worker's session, which no group signal reaches. On SIGINT, SIGTERM
 or SIGHUP this process:
-1. forwards one SIGINT to the worker alone: it raises KeyboardInterrupt, stops the running step's
-   process group (flows/console.py), Prefect marks the flow run Crashed while its API server still
-   answers, and the worker exits;
+1. forwards one SIGTERM to the worker alone: its handler (flows/cli.py) raises SystemExit, which
+   stops the running step's process group (flows/console.py); Prefect marks the flow run Crashed
+   while its API server still answers, and the worker exits. SIGTERM, not SIGINT: a command started
+   by `nohup` or `cmd &` in a script has SIGINT ignored from the start, and Python keeps it so;
 2. after `GRACE_S` (or at a second signal) kills whatever of the worker's session is still alive;
    if this process is itself killed outright, the worker gets SIGTERM (Linux's parent-death signal);
 3. after the worker is gone, kills every process still in its session (a step's engine core, the
@@ -82,13 +83,6 @@ def _die_with_parent() -> None:
         pass
 
 
-def restore_interrupt() -> None:
-    """In the worker: SIGINT raises KeyboardInterrupt even where it was ignored when the command
-    started (a background job of a non-interactive shell, `nohup`), which Python would keep, so
-    the forwarded interrupt stops the worker at once instead of after the grace period."""
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-
-
 def mark_step(text: str | None) -> None:
     """Called by the worker: the step now running (None: between steps)."""
     path = os.environ.get(STEP_FILE_ENV)
@@ -105,7 +99,7 @@ class Supervisor:
     def on_signal(self, signum, frame) -> None:
         self.signals.append(signum)
         if len(self.signals) == 1:
-            self.child.send_signal(signal.SIGINT)
+            self.child.send_signal(signal.SIGTERM)
         else:  # a second interrupt: no more waiting
             kill_session(self.child.pid)
 

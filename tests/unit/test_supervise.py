@@ -20,19 +20,18 @@ from flows import supervise
 WORKER = textwrap.dedent(
     """
     import os, signal, subprocess, sys, time
-    from flows.supervise import mark_step, restore_interrupt
-    restore_interrupt()  # as the sweetflow worker does (flows/cli.py main)
+    from flows.supervise import mark_step
     stubborn = subprocess.Popen([sys.executable, "-c",
         "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(300)"])
     step = subprocess.Popen(["sleep", "300"], process_group=0)
     mark_step("step rollouts [rollouts] (log: runs/x/logs/rollouts.log)")
-    if sys.argv[1] == "stuck":
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # as flows/cli.py's worker does
+    if sys.argv[1] == "stuck":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     print("pids", stubborn.pid, step.pid, flush=True)
     try:
         time.sleep(300)
-    finally:  # KeyboardInterrupt or SystemExit: stop the step and the server, as the real worker does
+    finally:  # SystemExit: stop the step and the server, as the real worker does
         os.killpg(step.pid, signal.SIGTERM)
         stubborn.kill()
     """
