@@ -345,18 +345,30 @@ def _report_failure(result: ChildResult, stream: IO[str]) -> None:
 
 
 def _terminate(proc: subprocess.Popen) -> None:
-    """SIGTERM to the child's whole group; SIGKILL if the child is still there after a while."""
+    """SIGTERM to the child's whole group; SIGKILL to the group if anything of it (the child, or a
+    grandchild that ignores SIGTERM, e.g. an engine process) is still there after a while."""
     try:
         os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=_TERM_WAIT_S)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + _TERM_WAIT_S
+    while _group_alive(proc) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait()
+    proc.wait()
+
+
+def _group_alive(proc: subprocess.Popen) -> bool:
+    """Whether any process of the child's group is still running (the child itself is reaped here)."""
+    proc.poll()
+    try:
+        os.killpg(proc.pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def _isatty(stream: IO[str]) -> bool:
