@@ -43,7 +43,7 @@ from flows.plan import (
     write_baseline,
     write_iteration,
 )
-from flows.steps import dvc_repro, format_table, registry_gate
+from flows.steps import check_inside_project, dvc_repro, format_table, registry_gate
 from flows.tracking import track_stage
 
 
@@ -66,6 +66,7 @@ def resolve(params: PipelineParams) -> RunPlan:
         overrides.append(f"cory.iterations={params.iterations}")
     plan = plan_run(params.algo.value, params.profile, overrides, Path(params.runs_root), params.task)
     check_baselines(plan, params.baselines)
+    check_inside_project(Path(params.runs_root), "runs_root")  # the Prefect form lets a user set it
     return plan
 
 

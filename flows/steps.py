@@ -81,9 +81,15 @@ def check_step_folder(folder: Path) -> None:
             f"{Path.cwd()} is not a DVC project: run sweetflow from the sweetflow checkout "
             "(or a folder set up with `git init && dvc init`)"
         )
-    if not folder.resolve().is_relative_to(Path.cwd().resolve()):
+    check_inside_project(folder, "output folder")
+
+
+def check_inside_project(folder: Path, what: str) -> None:
+    """ConfigError when `folder` lies outside the project (the working directory): DVC 3 refuses
+    outputs outside its repository, and would say so only when the first step has finished."""
+    if not Path(folder).resolve().is_relative_to(Path.cwd().resolve()):
         raise ConfigError(
-            f"output folder {folder} lies outside the project {Path.cwd()}: DVC tracks a step's "
+            f"{what} {folder} lies outside the project {Path.cwd()}: DVC tracks a step's "
             "outputs inside its project; give a folder inside it"
         )
 

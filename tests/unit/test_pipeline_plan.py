@@ -161,3 +161,14 @@ def test_baselines_train_on_the_same_rollouts_in_folders_of_their_own(plan):
         pp.check_baselines(plan, ["sweet", "dpo"])
     with pytest.raises(ConfigError, match="not to cory"):
         pp.check_baselines(pp.plan_run("cory", "smoke"), ["rft"])
+
+
+def test_a_runs_root_outside_the_project_is_refused_before_any_step(tmp_path):
+    """DVC 3 refuses outputs outside its repository, and said so only once the first step had run
+    (a served run given runs_root=/tmp/...); the plan now refuses it up front."""
+    from flows.pipeline_flow import resolve
+
+    outside = tmp_path / "elsewhere"  # the tests run in the checkout; tmp_path lies outside it
+    with pytest.raises(ConfigError, match=r"runs_root .*elsewhere lies outside the project"):
+        resolve(pp.PipelineParams(runs_root=str(outside)))
+    assert resolve(pp.PipelineParams(runs_root="runs")).run_dir.parent == pp.Path("runs")
