@@ -155,7 +155,8 @@ def read_resumable(path: Path, record: type[R]) -> list[R]:
 
     A torn final row (no trailing newline, not parseable: a write cut by a kill or power loss) is
     dropped, cut from the file and reported as a warning, so the step redoes it and appends after
-    the last whole row; any other bad row still raises RecordError.
+    the last whole row; a whole final row whose newline was cut (a full disk may cut a write
+    there) is kept and its newline written; any other bad row still raises RecordError.
     """
     path = Path(path)
     if not path.exists():
@@ -174,4 +175,8 @@ def read_resumable(path: Path, record: type[R]) -> list[R]:
                 raise
             path.write_text(text[: len(text) - len(line)], encoding="utf-8")
             log.warning("%s: dropped its torn last row (%d bytes, an interrupted write); it is redone", path, len(line))
+        else:
+            if torn:  # whole, but the write was cut before its newline: end it, or the next append joins it
+                with path.open("a", encoding="utf-8") as fh:
+                    fh.write("\n")
     return rows

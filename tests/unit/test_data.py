@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from components.data.records import RecordError, Trajectory, read_resumable, write_jsonl
+from components.data.records import RecordError, Trajectory, read_jsonl, read_resumable, write_jsonl
 from components.data.split import Split, in_eval, select
 from components.data.tasks import load_backend_tasks
 from tests.factories import make_task, make_trajectory
@@ -81,6 +81,15 @@ def test_resumable_read_drops_a_torn_last_row_only(tmp_path, caplog):
     assert "dropped its torn last row (25 bytes" in caplog.text
     write_jsonl(path, [traj(2)], append=True)
     assert [t.task_index for t in read_resumable(path, Trajectory)] == [0, 1, 2]
+
+
+def test_resumable_read_keeps_a_whole_last_row_whose_newline_was_cut(tmp_path):
+    path = tmp_path / "trajs.jsonl"
+    write_jsonl(path, [traj(0)])
+    path.write_text(path.read_text() + traj(1).model_dump_json())  # the write stopped before "\n"
+    assert [t.task_index for t in read_resumable(path, Trajectory)] == [0, 1]
+    write_jsonl(path, [traj(2)], append=True)
+    assert [t.task_index for t in read_jsonl(path, Trajectory)] == [0, 1, 2]
 
 
 def test_resumable_read_still_rejects_a_bad_middle_row(tmp_path):
