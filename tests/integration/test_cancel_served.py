@@ -11,21 +11,13 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from flows.serve import REPO
+from tests.processes import alive
 
 pytestmark = pytest.mark.integration
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def _wait(predicate, timeout_s: float, what: str):
@@ -61,7 +53,7 @@ def test_cancelling_a_served_run_stops_the_steps_process_group(tmp_path):
             )
             start = time.monotonic()
             client.set_flow_run_state(run.id, Cancelling(), force=True)
-            _wait(lambda: not _alive(step) and not _alive(stubborn), 30, "the step's processes ended")
+            _wait(lambda: not alive(step) and not alive(stubborn), 30, "the step's processes ended")
             stopped_after = time.monotonic() - start
             state = _wait(lambda: _final(client, run.id), 30, "the flow run reached a final state")
         assert state.is_cancelled(), state

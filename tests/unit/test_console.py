@@ -16,6 +16,7 @@ import pytest
 
 from flows import console
 from flows.console import VERBOSE_ENV, compact_result, run_logged
+from tests.processes import alive
 
 CHATTY = textwrap.dedent("""
     import json, logging, sys, time, warnings
@@ -203,17 +204,9 @@ def test_interrupt_sends_sigterm_to_the_whole_group(tmp_path, capsys):
     assert "interrupted; process group sent SIGTERM" in log
     pid = int(log.split("=====\n", 1)[1].split("grandchild ")[1].split()[0])
     deadline = time.monotonic() + 10
-    while _alive(pid) and time.monotonic() < deadline:
+    while alive(pid) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not _alive(pid)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state != "Z"
+    assert not alive(pid)
 
 
 # -- the CLI: --verbose, and a quiet Prefect console otherwise --------------------------------

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from flows import supervise
+from tests.processes import alive
 
 WORKER = textwrap.dedent(
     """
@@ -52,14 +53,6 @@ def start(mode: str, sigint_ignored: bool = False):
     line = proc.stdout.readline().split()
     assert line[0] == "pids", line
     return proc, [int(p) for p in line[1:]]
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 @pytest.mark.parametrize(
