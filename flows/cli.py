@@ -95,9 +95,24 @@ def _global_options(
     _setup(env_only=True)
 
 
-def _fail(message: str) -> None:
+def _fail(message: str, code: int = 2) -> None:
     typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
-    raise typer.Exit(code=2)
+    raise typer.Exit(code=code)
+
+
+def _tracked_flow(flow: Callable[[Any], Any], params: Any) -> Any:
+    """`flow(params)`; the MLflow store failing ends the command with its message (exit 1), which
+    says that nothing is lost and how to log it. A tracking server that does not answer is found
+    before Prefect starts and any step runs. The steps run in child processes, so an MLflow or
+    SQLAlchemy exception in this process can only come from tracking."""
+    from components.tracking.store import TrackingError, configure, store_errors
+
+    try:
+        configure()
+        with store_errors():
+            return flow(params)
+    except TrackingError as exc:
+        _fail(str(exc), code=1)
 
 
 @data_app.command("pull")
@@ -201,7 +216,7 @@ def evaluate(
     _setup()
     params = EvalParams(**options, seeds=_seeds(seed, seeds), task=task, register_model=register)
     cfg, task = _resolve_checked(resolve, params, "eval")
-    metrics = eval_flow(params)
+    metrics = _tracked_flow(eval_flow, params)
     typer.echo(
         f"\nevaluation of {cfg.model} on {task} ({_simulator(cfg)} simulator), outputs in {cfg.out_dir}, "
         f"MLflow run {metrics['mlflow_run_id']}:\n{summary_table(metrics)}"
@@ -223,7 +238,7 @@ def rollouts(task: Optional[str] = None, **options) -> None:
     _setup()
     params = RolloutsParams(**options, task=task)
     cfg, task = _resolve_checked(resolve, params, "rollouts")
-    metrics = rollouts_flow(params)
+    metrics = _tracked_flow(rollouts_flow, params)
     typer.echo(
         f"\nrollouts of {cfg.model} on {task} (K={cfg.per_task}, {_simulator(cfg)} simulator, split "
         f"{cfg.split.value}), trajectories in {cfg.out_dir / 'trajectories.jsonl'}, "
@@ -260,7 +275,7 @@ def train(algo: Optional[Algo] = None, task: Optional[str] = None, **options) ->
         check_step_folder(Path(doc["train"]["out_dir"]))
     except (ConfigError, FileNotFoundError, ValueError) as exc:
         _fail(str(exc))
-    result = train_flow(params)
+    result = _tracked_flow(train_flow, params)
     typer.echo(
         f"\ntrained actor: {result['actor_model']} (MLflow run {result['mlflow_run_id']})\n"
         f"{result['summary']}\nevaluate it with: sweetflow eval --model {result['actor_model']}"
@@ -308,7 +323,7 @@ def run(**options) -> None:
         f"pipeline run {plan.run_dir} ({params.algo.value} on {plan.task}, profile {params.profile}, "
         f"{iteration_count(params, plan)} iteration(s))"
     )
-    result = pipeline_flow(params)
+    result = _tracked_flow(pipeline_flow, params)
     typer.echo(f"\n{result['summary']}\ncompare runs: sweetflow compare   (MLflow run {result['mlflow_run_id']})")
 
 
@@ -403,11 +418,11 @@ def compare(
         plot,
     )
 
-    uri = tracking.configure()
     name = experiment or DEFAULT_EXPERIMENT
     try:
+        uri = tracking.configure()
         df = eval_runs(name, metrics=metric or (), task=task)
-    except UnknownTaskError as exc:
+    except (UnknownTaskError, tracking.TrackingError) as exc:
         _fail(str(exc))
     except CompareError as exc:
         if experiment is not None:

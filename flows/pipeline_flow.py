@@ -265,10 +265,10 @@ def pipeline_flow(params: PipelineParams = PipelineParams()) -> dict:
     import mlflow
 
     plan = resolve(params)
+    tracking.configure()  # before any work: a tracking server that does not answer fails the run now
     pull_data_task(plan)
     inputs.check_offline(plan)  # before any step: offline trajectories of held-out tasks are refused
     base = prepare_model_task(plan)
-    tracking.configure()
     experiment = tracking.experiment_id(DEFAULT_EXPERIMENT)
     tags = tracking.provenance_tags() | {
         "sweetflow.kind": "pipeline",

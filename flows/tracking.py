@@ -95,7 +95,8 @@ def track_stage(
     dvc_yaml: Path, stage: str, ran: bool, parent: str | None, experiment: str, run_name: str, tags: dict[str, str]
 ) -> dict[str, Any]:
     """The MLflow run of `stage` of the generated `dvc_yaml` (its params file beside it); returns
-    the run id and the stage's metrics."""
+    the run id and the stage's metrics. TrackingError when the store fails: the stage's outputs stay
+    on disk and the same command logs them (DVC skips the stage, and a skipped stage is tracked)."""
     from flows.cory_tracking import track_cory
 
     spec, folder = STAGES[stage], Path(dvc_yaml).parent
@@ -113,19 +114,20 @@ def track_stage(
         }
         | tags
     )
-    if spec.kind == Kind.cory:
-        return {"run_id": track_cory(doc, metrics, files, run_name, parent, experiment, tags), "metrics": metrics}
-    sample = int(interpolate(f"${{{spec.sample_key}}}", doc)) if spec.sample_key else 0
-    run_id = log_nested_run(
-        experiment,
-        parent,
-        run_name,
-        {s: doc[s] for s in stage_sections(stage, doc)},
-        metrics,
-        tags,
-        files=files,
-        curves=Path(interpolate(spec.curves, doc)) if spec.curves else None,
-        dialogues=Path(interpolate(spec.dialogues, doc)) if spec.dialogues else None,
-        sample_dialogues=sample,
-    )
+    with tracking.store_errors(disk=True):  # a full disk under a local artifact store included
+        if spec.kind == Kind.cory:
+            return {"run_id": track_cory(doc, metrics, files, run_name, parent, experiment, tags), "metrics": metrics}
+        sample = int(interpolate(f"${{{spec.sample_key}}}", doc)) if spec.sample_key else 0
+        run_id = log_nested_run(
+            experiment,
+            parent,
+            run_name,
+            {s: doc[s] for s in stage_sections(stage, doc)},
+            metrics,
+            tags,
+            files=files,
+            curves=Path(interpolate(spec.curves, doc)) if spec.curves else None,
+            dialogues=Path(interpolate(spec.dialogues, doc)) if spec.dialogues else None,
+            sample_dialogues=sample,
+        )
     return {"run_id": run_id, "metrics": metrics}

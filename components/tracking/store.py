@@ -10,17 +10,29 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 from components.data.records import Trajectory
 
 STORE_DIR = Path("mlflow")
 CODE_ROOT = Path(__file__).resolve().parents[1]  # the checkout this code runs from
+REACH_TIMEOUT_S = 10.0
+RERUN_HINT = (
+    "Nothing a step wrote is lost: its outputs stay on disk and DVC has recorded every finished step. "
+    "Run the same command again when the store answers: the finished steps are skipped and logged then."
+)
+
+
+class TrackingError(RuntimeError):
+    """The MLflow store did not answer or refused a write; the message says what is kept and what to do."""
 
 
 def configure(root: Path = Path(".")) -> str:
-    """Point MLflow at the project store (or MLFLOW_TRACKING_URI); return the tracking URI."""
+    """Point MLflow at the project store (or MLFLOW_TRACKING_URI) and return the tracking URI;
+    TrackingError at once when a tracking server does not answer (MLflow itself would retry each
+    request for minutes, after the steps have run)."""
     import mlflow
 
     uri = os.environ.get("MLFLOW_TRACKING_URI")
@@ -28,8 +40,52 @@ def configure(root: Path = Path(".")) -> str:
         store = (root / STORE_DIR).resolve()
         store.mkdir(parents=True, exist_ok=True)
         uri = f"sqlite:///{store / 'mlflow.db'}"
+    check_reachable(uri)
     mlflow.set_tracking_uri(uri)
     return uri
+
+
+def check_reachable(uri: str, timeout_s: float = REACH_TIMEOUT_S) -> None:
+    """TrackingError when `uri` is an HTTP(S) tracking server that gives no answer (any HTTP response
+    counts as one: a proxy's 404 or a 401 is the server's business, not an outage)."""
+    if not uri.startswith(("http://", "https://")):
+        return
+    import requests
+
+    try:
+        requests.get(uri.rstrip("/") + "/health", timeout=timeout_s)
+    except requests.RequestException as exc:
+        raise TrackingError(
+            f"the MLflow tracking server {uri} (MLFLOW_TRACKING_URI) does not answer "
+            f"({type(exc).__name__}: {_first_line(exc)}): start it, or unset MLFLOW_TRACKING_URI to track "
+            f"into the project's own store {STORE_DIR}/mlflow.db"
+        ) from exc
+
+
+def store_error_types(disk: bool = False) -> tuple[type[BaseException], ...]:
+    """The exceptions of an MLflow store (a REST store wraps its HTTP failures in MlflowException, a
+    SQL store lets SQLAlchemy's through), and OSError with `disk` (a local artifact store's copy on a
+    full disk)."""
+    from mlflow.exceptions import MlflowException
+    from sqlalchemy.exc import SQLAlchemyError
+
+    return (MlflowException, SQLAlchemyError) + ((OSError,) if disk else ())
+
+
+@contextmanager
+def store_errors(disk: bool = False) -> Iterator[None]:
+    """The MLflow store's failures (OSError too with `disk`) raised as TrackingError, whose message
+    says that the steps' outputs are kept and how they get logged."""
+    try:
+        yield
+    except TrackingError:
+        raise
+    except store_error_types(disk) as exc:
+        raise TrackingError(f"MLflow tracking failed ({type(exc).__name__}: {_first_line(exc)}). {RERUN_HINT}") from exc
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [""])[0][:300]
 
 
 def experiment_id(name: str, root: Path = Path(".")) -> str:
