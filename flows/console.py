@@ -29,6 +29,7 @@ on a quiet console, and no good for a progress bar). `echo` is the same path for
 from __future__ import annotations
 
 import codecs
+import errno
 import json
 import os
 import re
@@ -296,10 +297,9 @@ def run_logged(
     log_path = Path(log_path)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     start, code = time.monotonic(), None
-    with open(log_path, "ab") as log:
+    with _LogFile(log_path) as log:
         command = shlex.join(map(str, argv)).replace("\n", " ")
         log.write(f"===== {datetime.now().isoformat(timespec='seconds')} run: {command} =====\n".encode())
-        log.flush()
         proc = subprocess.Popen(
             list(map(str, argv)), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, process_group=0
         )
@@ -312,7 +312,6 @@ def run_logged(
                     if not chunk:
                         break
                     log.write(chunk)
-                    log.flush()
                     console.feed(decoder.decode(chunk))
                     quiet_since = None
                 elif proc.poll() is not None:  # exited; a left-over grandchild may hold the pipe open
@@ -334,12 +333,49 @@ def run_logged(
     return result
 
 
+class _LogFile:
+    """The step's log file, appended and flushed chunk by chunk. A write that fails (a full disk)
+    ends the logging, not the step: the console still shows the output and its tail."""
+
+    def __init__(self, path: Path):
+        self.fh, self.failed = open(path, "ab"), False
+
+    def __enter__(self) -> "_LogFile":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.fh.close()
+        except OSError:
+            self.failed = True
+
+    def write(self, data: bytes) -> None:
+        if self.failed:
+            return
+        try:
+            self.fh.write(data)
+            self.fh.flush()
+        except OSError:
+            self.failed = True
+
+
+_DISK_FULL = tuple(os.strerror(e) for e in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT))
+
+
 def _report_failure(result: ChildResult, stream: IO[str]) -> None:
     lines = result.tail or ["(no output)"]
+    full = any(text in line for line in lines for text in _DISK_FULL)
     stream.write(
         f"{INDENT}exit code {result.returncode}; the last {len(lines)} lines of {result.log_path}:\n"
         + "".join(f"{INDENT}| {line}\n" for line in lines)
         + f"{INDENT}full log: {result.log_path}\n"
+        + (
+            f"{INDENT}the disk is full (or a file-size or quota limit was hit) under {result.log_path.parent.parent}: "
+            "free space, then run the same command again; what the step wrote before is kept and it "
+            "resumes from there\n"
+            if full
+            else ""
+        )
     )
     stream.flush()
 

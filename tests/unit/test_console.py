@@ -6,7 +6,9 @@ from __future__ import annotations
 import io
 import logging
 import os
+import resource
 import signal
+import subprocess
 import sys
 import textwrap
 import time
@@ -109,6 +111,46 @@ def test_failure_prints_the_log_tail_and_its_path(tmp_path, capsys):
     assert "step chatter 49" in captured.err and "step chatter 20" not in captured.err
     assert "ValueError: the simulator endpoint is gone" in captured.err
     assert "===== exit 1 after" in result.log_path.read_text()
+
+
+def test_a_step_that_fills_the_disk_is_told_so(tmp_path, capsys):
+    """A file-size limit stands in for a full disk: the write fails with EFBIG as it would with ENOSPC."""
+    script = textwrap.dedent(f"""
+        import resource
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 16, 1 << 16))
+        with open({str(tmp_path / "records.jsonl")!r}, "wb") as fh:
+            fh.write(b"x" * (1 << 17))
+    """)
+    result = _run(tmp_path, script)
+    err = capsys.readouterr().err
+    assert result.returncode == 1 and "File too large" in err
+    assert f"the disk is full (or a file-size or quota limit was hit) under {tmp_path}" in err
+    assert "run the same command again" in err
+
+
+LOG_FILLER = textwrap.dedent("""
+    import sys
+    from pathlib import Path
+    from flows.console import run_logged
+    chatty = "import sys\\nfor i in range(4000): print('INFO line', i, 'x' * 60, file=sys.stderr)\\nprint('done')"
+    result = run_logged([sys.executable, "-c", chatty], Path(sys.argv[1]), verbose=False, show=["done"])
+    print("exit", result.returncode, "last", result.tail[-1])
+""")
+
+
+def test_a_log_write_that_fails_ends_the_logging_not_the_step(tmp_path):
+    """The log file hits a file-size limit (a full disk) part way: the step runs to its end."""
+    log = tmp_path / "step.log"
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 16, 1 << 16))
+
+    proc = subprocess.run(
+        [sys.executable, "-c", LOG_FILLER, str(log)], capture_output=True, text=True, preexec_fn=limited, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "done" in proc.stdout and "exit 0 last done" in proc.stdout
+    assert log.stat().st_size <= 1 << 16
 
 
 def test_verbose_echoes_everything_but_hidden_lines(tmp_path, capsys):
