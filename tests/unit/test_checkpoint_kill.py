@@ -4,6 +4,7 @@ previous checkpoint whole and the one to resume; the torn write is ignored and r
 
 from __future__ import annotations
 
+import resource
 import signal
 import subprocess
 import sys
@@ -20,12 +21,13 @@ WRITER = textwrap.dedent(
     import torch
     from components.training import checkpoint
 
-    class Model:
-        def __init__(self, slow):
-            self.slow = slow
+    class Model:  # the second save is slow (to be killed in) or big (to fill the disk), per argv[2]
+        def __init__(self, second):
+            self.second = second
         def save_pretrained(self, folder):
-            (Path(folder) / "model.safetensors").write_bytes(b"w" * 4096)
-            if self.slow:
+            big = self.second and sys.argv[2] == "big"
+            (Path(folder) / "model.safetensors").write_bytes(b"w" * (1 << 20 if big else 4096))
+            if self.second and sys.argv[2] == "slow":
                 print("writing", flush=True)
                 time.sleep(60)
 
@@ -36,18 +38,37 @@ WRITER = textwrap.dedent(
     opt.step()
     out = Path(sys.argv[1])
     checkpoint.save(out, 1, Model(False), opt, sched, {"run": 1}, keep=1)
-    checkpoint.save(out, 2, Model(True), opt, sched, {"run": 1}, keep=1)  # killed in here
+    checkpoint.save(out, 2, Model(True), opt, sched, {"run": 1}, keep=1)  # killed or out of space in here
     """
 )
 
 
 def test_a_kill_during_a_checkpoint_write_keeps_the_previous_checkpoint(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path), "slow"], stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "writing"
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=10)
     assert (tmp_path / "checkpoints" / "step-2.tmp" / "model.safetensors").exists()  # the torn write
-    resume = checkpoint.latest(tmp_path, {"run": 1})
+    resumes_from_step_1(tmp_path)
+
+
+def test_a_full_disk_during_a_checkpoint_write_keeps_the_previous_checkpoint(tmp_path):
+    """A file-size limit stands in for a full disk: step 2's weights fail with EFBIG, as with ENOSPC."""
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 18, 1 << 18))
+
+    proc = subprocess.run(
+        [sys.executable, "-c", WRITER, str(tmp_path), "big"], capture_output=True, text=True, preexec_fn=limited
+    )
+    assert proc.returncode == 1 and "File too large" in proc.stderr
+    assert (tmp_path / "checkpoints" / "step-2.tmp").exists() and not (tmp_path / "checkpoints" / "step-2").exists()
+    resumes_from_step_1(tmp_path)
+
+
+def resumes_from_step_1(out) -> None:
+    """The resume finds step 1 whole (optimizer state included), and redoing step 2 replaces its torn write."""
+    resume = checkpoint.latest(out, {"run": 1})
     assert resume is not None and resume.name == "step-1"
     param = torch.nn.Parameter(torch.ones(3))
     opt = torch.optim.AdamW([param], lr=0.1)
@@ -58,5 +79,5 @@ def test_a_kill_during_a_checkpoint_write_keeps_the_previous_checkpoint(tmp_path
         def save_pretrained(self, folder):
             (folder / "model.safetensors").write_bytes(b"w")
 
-    checkpoint.save(tmp_path, 2, Model(), opt, sched, {"run": 1}, keep=1)  # the resumed run redoes it
-    assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["step-2"]
+    checkpoint.save(out, 2, Model(), opt, sched, {"run": 1}, keep=1)  # the resumed run redoes it
+    assert [p.name for p in (out / "checkpoints").iterdir()] == ["step-2"]

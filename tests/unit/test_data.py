@@ -1,6 +1,9 @@
 """Task validation, record files, the split, and resumable reading."""
 
 import json
+import resource
+import subprocess
+import sys
 
 import pytest
 
@@ -90,6 +93,35 @@ def test_resumable_read_keeps_a_whole_last_row_whose_newline_was_cut(tmp_path):
     assert [t.task_index for t in read_resumable(path, Trajectory)] == [0, 1]
     write_jsonl(path, [traj(2)], append=True)
     assert [t.task_index for t in read_jsonl(path, Trajectory)] == [0, 1, 2]
+
+
+RECORD_WRITER = """
+import sys
+from components.data.records import write_jsonl
+from tests.factories import make_trajectory
+write_jsonl(sys.argv[1], (make_trajectory(i) for i in range(20)), append=True)
+"""
+
+
+def test_a_full_disk_mid_records_loses_no_whole_row_and_the_resume_completes(tmp_path):
+    """A file-size limit stands in for a full disk (EFBIG as ENOSPC): the writer fails part way into a
+    row; the resume keeps every whole row, drops the torn one and appends the rest."""
+    path = tmp_path / "trajs.jsonl"
+    sizes = [len(json.dumps(traj(i).model_dump(mode="json"), ensure_ascii=False)) + 1 for i in range(11)]
+    limit = sum(sizes[:10]) + sizes[10] // 2
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    proc = subprocess.run(
+        [sys.executable, "-c", RECORD_WRITER, str(path)], capture_output=True, text=True, preexec_fn=limited
+    )
+    assert proc.returncode == 1 and "File too large" in proc.stderr
+    assert path.stat().st_size == limit  # ten whole rows and half of the eleventh
+    kept = read_resumable(path, Trajectory)
+    assert [t.task_index for t in kept] == list(range(10))
+    write_jsonl(path, [traj(i) for i in range(10, 20)], append=True)
+    assert [t.task_index for t in read_jsonl(path, Trajectory)] == list(range(20))
 
 
 def test_resumable_read_still_rejects_a_bad_middle_row(tmp_path):
