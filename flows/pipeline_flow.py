@@ -43,7 +43,7 @@ from flows.plan import (
     write_baseline,
     write_iteration,
 )
-from flows.steps import check_inside_project, dvc_repro, format_table, registry_gate
+from flows.steps import check_inside_project, dvc_repro, format_table, registry_gate, worth_retry
 from flows.tracking import track_stage
 
 
@@ -98,6 +98,7 @@ def stage_task(dvc_yaml: Path, stage: str, k: int) -> bool:
     timeout_seconds=24 * 3600,
     retries=1,
     retry_delay_seconds=30,
+    retry_condition_fn=worth_retry,
 )
 def episode_stage_task(dvc_yaml: Path, stage: str, k: int) -> bool:
     """A stage that plays episodes: a failed simulator endpoint is worth one retry, which resumes

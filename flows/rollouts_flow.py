@@ -25,6 +25,7 @@ from flows.steps import (
     stages_doc,
     task_name,
     with_generator,
+    worth_retry,
     write_task_stage,
 )
 from flows.tracking import track_stage
@@ -46,7 +47,7 @@ def resolve(params: RolloutsParams) -> dict:
     return doc
 
 
-@task(name="rollouts", timeout_seconds=12 * 3600, retries=1, retry_delay_seconds=30)
+@task(name="rollouts", timeout_seconds=12 * 3600, retries=1, retry_delay_seconds=30, retry_condition_fn=worth_retry)
 def rollouts_step(dvc_yaml: Path) -> bool:
     """The rollouts stage (resumes after the episodes already written when retried)."""
     return dvc_repro(dvc_yaml, ROLLOUTS)

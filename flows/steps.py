@@ -155,8 +155,25 @@ def dvc_repro(dvc_yaml: Path, stage: str, *, log_path: Path | None = None) -> bo
     )
     mark_step(None)
     if result.returncode != 0:
-        raise RuntimeError(f"stage {dvc_yaml}:{stage} failed with exit code {result.returncode} (log: {log_path})")
+        failed = f"stage {dvc_yaml}:{stage} failed with exit code {result.returncode} (log: {log_path})"
+        if result.disk_full:
+            raise DiskFull(f"{failed}: the disk is full; free space, then run the same command again to resume")
+        raise StepFailed(failed)
     return skip not in result.seen
+
+
+class StepFailed(RuntimeError):
+    """A step's process failed; the console has shown its log's last lines."""
+
+
+class DiskFull(StepFailed):
+    """A step failed because a write found the disk full: retrying it before space is freed only fails again."""
+
+
+def worth_retry(task: Any, task_run: Any, state: Any) -> bool:
+    """The steps' Prefect `retry_condition_fn`: retry a failed step (an engine or endpoint that died
+    may come back) unless it failed for want of disk space."""
+    return not isinstance(state.data, DiskFull)
 
 
 def format_table(rows: Sequence[tuple[str, str]]) -> str:
