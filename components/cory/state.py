@@ -39,16 +39,17 @@ def save_checkpoint(out_dir: Path, pool: AgentPool, iteration: int, fingerprint:
     path = Path(out_dir) / CHECKPOINT
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    torch.save(
-        {
-            "iteration": iteration,
-            "config": fingerprint,
-            "agents": pool.state_dict(),
-            "torch_rng": torch.get_rng_state(),
-            "python_rng": random.getstate(),
-        },
-        tmp,
-    )
+    with tmp.open("wb") as fh:  # a Python file: a full disk raises OSError, not C++'s "iostream error"
+        torch.save(
+            {
+                "iteration": iteration,
+                "config": fingerprint,
+                "agents": pool.state_dict(),
+                "torch_rng": torch.get_rng_state(),
+                "python_rng": random.getstate(),
+            },
+            fh,
+        )
     os.replace(tmp, path)
     return path
 

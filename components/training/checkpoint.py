@@ -47,16 +47,17 @@ def save(out_dir: Path, step: int, model, optimizer, scheduler, config: dict, ke
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     model.save_pretrained(tmp)
-    torch.save(
-        {
-            "step": step,
-            "optimizer": optimizer.state_dict(),
-            "scheduler": scheduler.state_dict(),
-            "torch_rng": torch.get_rng_state(),
-            "python_rng": random.getstate(),
-        },
-        tmp / STATE_FILE,
-    )
+    with (tmp / STATE_FILE).open("wb") as fh:  # a Python file: a full disk raises OSError, not "iostream error"
+        torch.save(
+            {
+                "step": step,
+                "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(),
+                "torch_rng": torch.get_rng_state(),
+                "python_rng": random.getstate(),
+            },
+            fh,
+        )
     (tmp / "train_config.json").write_text(json.dumps(config, indent=2) + "\n")
     shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)

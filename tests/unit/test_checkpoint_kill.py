@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 import torch
 
 from components.training import checkpoint
@@ -81,3 +82,64 @@ def resumes_from_step_1(out) -> None:
 
     checkpoint.save(out, 2, Model(), opt, sched, {"run": 1}, keep=1)  # the resumed run redoes it
     assert [p.name for p in (out / "checkpoints").iterdir()] == ["step-2"]
+
+
+CORY_WRITER = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    import torch
+    from components.cory import state
+
+    class Slow:  # pickled inside torch.save: the kill lands mid-write
+        def __reduce__(self):
+            print("writing", flush=True)
+            time.sleep(60)
+            return (dict, ())
+
+    class Pool:
+        def __init__(self, payload):
+            self.payload = payload
+        def state_dict(self):
+            return {"agent0": self.payload}
+
+    out = Path(sys.argv[1])
+    state.save_checkpoint(out, Pool(torch.ones(4)), 1, {"run": 1})
+    second = Slow() if sys.argv[2] == "slow" else torch.ones(1 << 18)  # 1 MiB: past the size limit
+    state.save_checkpoint(out, Pool(second), 2, {"run": 1})
+    """
+)
+
+
+class Pool:
+    device = "cpu"
+
+    def load_state_dict(self, agents):
+        self.agents = agents
+
+
+@pytest.mark.parametrize("fault", ["kill", "full disk"])
+def test_a_cory_state_write_cut_by_a_kill_or_a_full_disk_keeps_the_previous_state(tmp_path, fault):
+    """CORY's state file (tmp + rename): cut mid-write, the previous iteration's state is resumed."""
+    if fault == "kill":
+        proc = subprocess.Popen(
+            [sys.executable, "-c", CORY_WRITER, str(tmp_path), "slow"], stdout=subprocess.PIPE, text=True
+        )
+        assert proc.stdout.readline().strip() == "writing"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    else:
+        limit = 1 << 18
+        done = subprocess.run(
+            [sys.executable, "-c", CORY_WRITER, str(tmp_path), "big"],
+            capture_output=True,
+            text=True,
+            preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)),
+        )
+        assert done.returncode == 1 and "File too large" in done.stderr
+    from components.cory import state
+
+    assert (tmp_path / state.CHECKPOINT).with_name("state.pt.tmp").exists()  # the torn write
+    pool = Pool()
+    assert state.resume(tmp_path, pool, {"run": 1}) == 1
+    assert torch.equal(pool.agents["agent0"], torch.ones(4))
