@@ -95,7 +95,25 @@ class EpisodeSection(_Section):
         return self
 
 
-class EpisodeStageConfig(_Section):
+class OpenAIRetries(_Section):
+    """The retry settings of a stage's OpenAI-compatible engines (components/engines/openai_engine.py)."""
+
+    openai_retries: int = Field(
+        3,
+        ge=0,
+        le=10,
+        description="openai engines (agent or simulator): retries of a request that times out, gets HTTP "
+        "408/429/5xx or loses its connection, before the step fails",
+    )
+    openai_backoff_s: float = Field(
+        1.0,
+        ge=0,
+        le=30,
+        description="openai engines: wait before the first retry, doubled at each next one (each wait capped at 30 s)",
+    )
+
+
+class EpisodeStageConfig(OpenAIRetries):
     """What every stage that plays collaborative episodes shares: the agent, the simulated human,
     and which tasks they play. Eval and rollouts extend it (their `split` defaults differ)."""
 
@@ -118,19 +136,6 @@ class EpisodeStageConfig(_Section):
     )
     split: Split = Field(Split.eval, description="task split played")
     limit: int | None = Field(8, ge=1, description="number of tasks (the split's first ones); None = whole split")
-    openai_retries: int = Field(
-        3,
-        ge=0,
-        le=10,
-        description="openai engines (agent or simulator): retries of a request that times out, gets HTTP "
-        "408/429/5xx or loses its connection, before the step fails",
-    )
-    openai_backoff_s: float = Field(
-        1.0,
-        ge=0,
-        le=30,
-        description="openai engines: wait before the first retry, doubled at each next one (each wait capped at 30 s)",
-    )
 
     @model_validator(mode="after")
     def _simulator_consistent(self) -> "EpisodeStageConfig":

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pydantic import Field, model_validator
 
-from components.config.sections import _Section
+from components.config.sections import OpenAIRetries, _Section
 from components.lm.advantage import Normalize
 
 
@@ -151,7 +151,7 @@ class CriticConfig(_Section):
     optim: OptimConfig = Field(default_factory=critic_optim, description="authors: 4 epochs")
 
 
-class CandidatesConfig(_Section):
+class CandidatesConfig(OpenAIRetries):
     engine: str = Field("auto", pattern="^(auto|vllm|hf|openai)$", description="sampling engine")
     fraction: float = Field(
         0.1,

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from components.config.sections import EpisodeSection, EpisodeStageConfig
+from components.config.sections import EpisodeSection, EpisodeStageConfig, OpenAIRetries
 from components.data.records import Trajectory, read_resumable, write_jsonl
 from components.engines.base import Engine
 from components.engines.factory import EngineKind, make_engine, resolve_kind
@@ -59,7 +59,7 @@ def engine_for(kind: str, model: str, seed: int, max_model_len: int, openai: dic
     return make_engine(kind, model, seed=seed, **options)
 
 
-def openai_options(cfg: EpisodeStageConfig) -> dict[str, Any]:
+def openai_options(cfg: OpenAIRetries) -> dict[str, Any]:
     """The stage's retry settings for OpenAI engines; their final error names the setting to raise."""
     from components.config.schema import SECTIONS  # lazy: the registry imports every stage's config
 

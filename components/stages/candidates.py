@@ -26,7 +26,7 @@ from components.data.records import Candidate, Trajectory, TurnCandidates, read_
 from components.data.split import hashed_below
 from components.engines.base import SamplingConfig
 from components.episodes.driver import derive_seed
-from components.episodes.play import engine_for
+from components.episodes.play import engine_for, openai_options
 from components.stages.cli import stage_cli
 from components.stages.result import StageResult
 
@@ -95,7 +95,7 @@ def run(cfg: CandidatesConfig, model: str, trajectories: Path, max_model_len: in
     log.info("%d turn states selected, %d already sampled", len(states), len(states) - len(todo))
     tokens, started = 0, time.perf_counter()
     if todo:
-        engine = engine_for(cfg.engine, model, cfg.seed, max_model_len)
+        engine = engine_for(cfg.engine, model, cfg.seed, max_model_len, openai_options(cfg))
         try:
             for start in tqdm(range(0, len(todo), CHUNK_STATES), desc="candidate states", unit="chunk"):
                 sampled = sample_chunk(engine, todo[start : start + CHUNK_STATES], cfg)

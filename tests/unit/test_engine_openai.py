@@ -12,6 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from components.config.sections import DataConfig, EpisodeSection, EvalConfig, RolloutsConfig
+from components.config.training import CandidatesConfig
 from components.engines.base import Engine, SamplingConfig
 from components.engines.factory import make_engine
 from components.engines.openai_engine import EndpointError, OpenAIEngine
@@ -216,6 +217,11 @@ def test_connection_refused_fails_fast():
 
 def test_stage_retry_settings_reach_agent_and_simulator(server_url, tmp_path, monkeypatch):
     assert play.openai_options(EvalConfig())["retry_setting"] == "eval.openai_retries"
+    assert play.openai_options(CandidatesConfig(openai_retries=4)) == {  # the candidates stage's engine
+        "max_retries": 4,
+        "backoff_s": 1.0,
+        "retry_setting": "candidates.openai_retries",
+    }
     cfg = RolloutsConfig(
         engine="openai",
         model=f"{server_url}#agent",
