@@ -101,11 +101,11 @@ def _fail(message: str, code: int = 2) -> None:
 
 
 def _tracked_flow(flow: Callable[[Any], Any], params: Any) -> Any:
-    """`flow(params)`; a failed step (its log's tail is on the console already) or the MLflow store
-    failing ends the command with one line (exit 1); the store's says that nothing is lost and how
-    to log it. A tracking server that does not answer is found
-    before Prefect starts and any step runs. The steps run in child processes, so an MLflow or
-    SQLAlchemy exception in this process can only come from tracking."""
+    """`flow(params)`. A failed step (its log's tail is on the console already) or a failing MLflow
+    store ends the command with one line and exit 1; the store's line says that nothing is lost and
+    how to log it. A tracking server that does not answer is found before Prefect starts and any
+    step runs. The steps run in child processes, so an MLflow or SQLAlchemy exception in this
+    process can only come from tracking."""
     from components.tracking.store import TrackingError, configure, store_errors
     from flows.steps import StepFailed
 
