@@ -29,6 +29,7 @@ on a quiet console, and no good for a progress bar). `echo` is the same path for
 from __future__ import annotations
 
 import codecs
+import contextlib
 import errno
 import json
 import os
@@ -350,10 +351,8 @@ class _LogFile:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        try:
+        with contextlib.suppress(OSError):  # a full disk: what it could not write is on the console
             self.fh.close()
-        except OSError:
-            self.failed = True
 
     def write(self, data: bytes) -> None:
         if self.failed:

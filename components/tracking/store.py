@@ -78,8 +78,6 @@ def store_errors(disk: bool = False) -> Iterator[None]:
     says that the steps' outputs are kept and how they get logged."""
     try:
         yield
-    except TrackingError:
-        raise
     except store_error_types(disk) as exc:
         raise TrackingError(f"MLflow tracking failed ({type(exc).__name__}: {_first_line(exc)}). {RERUN_HINT}") from exc
 
