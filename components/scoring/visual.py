@@ -35,11 +35,10 @@ class Metric(str, Enum):
     LAYOUT = "layout"
 
 
-def _blocks(png: bytes, across: int) -> np.ndarray:
-    """The screenshot as `across` x rows mean colours (box-filtered), rows from its aspect."""
+def _blocks(image, across: int) -> np.ndarray:
+    """The image as `across` x rows mean colours (box-filtered), rows from its aspect."""
     from PIL import Image
 
-    image = Image.open(io.BytesIO(png)).convert("RGB")
     rows = max(1, round(image.height * across / image.width))
     return np.asarray(image.resize((across, rows), Image.BOX), dtype=np.float32)
 
@@ -47,9 +46,12 @@ def _blocks(png: bytes, across: int) -> np.ndarray:
 def layout_similarity(png_a: bytes, png_b: bytes) -> float:
     """1 - the mean absolute colour difference (0-255 -> 0-1) of the two pages' block averages,
     averaged over GRIDS; the shorter page is padded with white rows. In [0, 1]; 1 = same blocks."""
+    from PIL import Image
+
+    images = [Image.open(io.BytesIO(png)).convert("RGB") for png in (png_a, png_b)]
     scores = []
     for across in GRIDS:
-        a, b = _blocks(png_a, across), _blocks(png_b, across)
+        a, b = (_blocks(image, across) for image in images)
         rows = max(a.shape[0], b.shape[0])
         a, b = (np.pad(x, ((0, rows - x.shape[0]), (0, 0), (0, 0)), constant_values=255.0) for x in (a, b))
         scores.append(1.0 - float(np.abs(a - b).mean()) / 255.0)
