@@ -6,6 +6,7 @@ from pydantic import BaseModel
 
 from components.config.cory import CoryConfig
 from components.config.elicitation import ElicitationConfig
+from components.config.frontend import FrontendConfig
 from components.config.sections import (
     DataConfig,
     EpisodeSection,
@@ -27,6 +28,7 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "task": TaskSection,
     "data": DataConfig,
     "elicitation": ElicitationConfig,
+    "frontend": FrontendConfig,
     "model": ModelConfig,
     "episode": EpisodeSection,
     "eval": EvalConfig,

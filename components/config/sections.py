@@ -41,7 +41,7 @@ class TaskSection(_Section):
         "colbench-backend",
         min_length=1,
         description="the collaborative task played and trained on (components/tasks/registry.py): "
-        "colbench-backend | elicitation",
+        "colbench-backend | colbench-frontend | elicitation",
     )
 
 

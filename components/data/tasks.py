@@ -1,9 +1,10 @@
 """ColBench task records and their validated loaders.
 
-Reads: data/colbench/backend_test.jsonl (DVC-tracked). A backend task is a vague request whose
+Reads: data/colbench/backend_test.jsonl and frontend_test.jsonl (DVC-tracked). A backend task is a vague request whose
 last sentence gives the function signature, the reference solution (`ground_truth`), the
 information the simulated human may draw on (`hidden_information`, equal to the reference in
 this release) and ten test calls whose expected values are the reference's outputs (ALGORITHMS.md).
+A frontend task is a short description of a web page and the reference page (HTML with Tailwind).
 """
 from __future__ import annotations
 
@@ -13,6 +14,11 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from components.data.records import read_jsonl
+
+
+def content_id(description: str, reference: str) -> str:
+    """A task's stable id: a hash of its request and its reference (independent of file order)."""
+    return hashlib.sha256((description + "\0" + reference).encode()).hexdigest()[:16]
 
 
 class BackendTask(BaseModel):
@@ -35,8 +41,20 @@ class BackendTask(BaseModel):
     @property
     def task_id(self) -> str:
         """Stable id: a hash of the request and the reference (independent of file order)."""
-        digest = hashlib.sha256((self.problem_description + "\0" + self.ground_truth).encode())
-        return digest.hexdigest()[:16]
+        return content_id(self.problem_description, self.ground_truth)
+
+
+class FrontendTask(BaseModel):
+    """One ColBench frontend design task: a short description and the reference page (HTML)."""
+
+    model_config = ConfigDict(extra="ignore")
+    problem_description: str = Field(min_length=1)
+    ground_truth: str = Field(min_length=1)
+
+    @property
+    def task_id(self) -> str:
+        """Stable id: a hash of the description and the reference page (independent of file order)."""
+        return content_id(self.problem_description, self.ground_truth)
 
 
 def load_backend_tasks(path: Path) -> list[BackendTask]:

@@ -125,7 +125,7 @@ class EpisodeDriver:
         bar = tqdm(total=len(jobs), desc="episodes", unit="ep", disable=not progress)
 
         def finish(slot: int, ep: _Episode, answered: bool) -> None:
-            done[slot] = ep.finish(answered, self.task.final_answer(ep.turns[-1].action))
+            done[slot] = ep.finish(answered, self.task.final_answer([t.action for t in ep.turns]))
             if on_done is not None:
                 on_done(done[slot])
             bar.update(1)

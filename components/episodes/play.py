@@ -83,7 +83,8 @@ def build_driver(cfg: EpisodeStageConfig, episode: EpisodeSection, seed: int, ta
             if cfg.simulator_model is None
             else engine_for(sim_kind, cfg.simulator_model, seed, episode.max_model_len, openai)
         )
-    simulator = make_simulator(cfg.simulator, task, sim_engine, episode.sim_max_tokens, episode.sim_max_chars)
+    max_chars = task.reply_cut(episode.sim_max_chars)
+    simulator = make_simulator(cfg.simulator, task, sim_engine, episode.sim_max_tokens, max_chars)
     ep_cfg = EpisodeConfig(
         max_turns=episode.max_turns,
         temperature=episode.temperature,

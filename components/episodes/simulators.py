@@ -54,6 +54,7 @@ class SimulatorKind(str, Enum):
     llm = "llm"
     retrieval = "retrieval"  # colbench-backend
     rules = "rules"  # elicitation
+    visual = "visual"  # colbench-frontend
 
 
 def cut_reply(reply: str, max_chars: int) -> str:

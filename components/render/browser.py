@@ -15,8 +15,10 @@ Each page gets `timeout_s`: a page that never finishes loading (a script that lo
 that never ends) is cut at the limit; its page is closed and replaced, and it renders as a blank
 page (white, the viewport's size), as does any page Chromium fails on, so a bad page scores as an
 empty design instead of stopping the step. Full-page screenshots are cut at `max_height` pixels.
-Screenshots are cached by the SHA-256 of the HTML and the rendering settings when `cache_dir` is
-set (written atomically).
+Each page is also described as data (its visible elements' boxes, colours and text:
+components/render/layout.py) for the offline designer simulator. Snapshots are cached by the
+SHA-256 of the HTML and the rendering settings when `cache_dir` is set (written atomically);
+identical pages in one batch are rendered once.
 
 Departure from the authors' code: they render with Firefox (Selenium) at its default window and
 give a failed render a black 224x224 image; here Chromium at a fixed 1280x800 viewport, and a
@@ -36,8 +38,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
 
+from components.render.layout import LAYOUT_JS, PageLayout, blank_layout
 from components.render.routes import WebAssets, answer
 
+CACHE_VERSION = 1  # bump when what a cached snapshot holds changes
 CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
 CHROMIUM_ARGS = (
     "--headless=new",
@@ -52,7 +56,14 @@ CHROMIUM_ARGS = (
     "--host-resolver-rules=MAP * ~NOTFOUND",
 )
 
-PAGE_HEIGHT_JS = "Math.max(document.documentElement.scrollHeight, document.body ? document.body.scrollHeight : 0)"
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A rendered page: its screenshot and what it shows (components/render/layout.py)."""
+
+    png: bytes
+    layout: PageLayout
+    failed: bool = False
 
 
 @dataclass(frozen=True)
@@ -85,6 +96,12 @@ def blank_png(settings: RenderSettings) -> bytes:
     return buffer.getvalue()
 
 
+def _write_atomic(path: Path, data: bytes) -> None:
+    part = path.with_name(f"{path.name}.{os.getpid()}.part")
+    part.write_bytes(data)
+    os.replace(part, path)
+
+
 class Renderer:
     """A headless Chromium with `pages` pages; use as a context manager or call `close()`."""
 
@@ -101,7 +118,7 @@ class Renderer:
         self.assets, self.settings, self.pages = assets, settings, pages
         self.cache_dir = Path(cache_dir) if cache_dir else None
         self.stats = {"rendered": 0, "cached": 0, "failed": 0}
-        self._blank = blank_png(settings)
+        self._blank = Snapshot(blank_png(settings), blank_layout(settings.width, settings.height), failed=True)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="sweetflow-renderer", daemon=True)
         self._thread.start()
@@ -145,33 +162,38 @@ class Renderer:
 
     def render_many(self, htmls: Sequence[str]) -> list[bytes]:
         """PNG bytes for each page, in order; never raises for a bad page (blank instead)."""
+        return [snapshot.png for snapshot in self.snapshot_many(htmls)]
+
+    def snapshot_many(self, htmls: Sequence[str]) -> list[Snapshot]:
+        """Screenshot and layout of each page, in order; identical pages are rendered once."""
         if self._loop.is_closed():
             raise RuntimeError("the renderer is closed")
-        return self._call(self._render_all(list(htmls)))
+        unique = list(dict.fromkeys(htmls))
+        done = dict(zip(unique, self._call(self._render_all(unique))))
+        return [done[html] for html in htmls]
 
-    async def _render_all(self, htmls: list[str]) -> list[bytes]:
+    async def _render_all(self, htmls: list[str]) -> list[Snapshot]:
         return list(await asyncio.gather(*(self._render_cached(html) for html in htmls)))
 
     def _cache_path(self, html: str) -> Path | None:
         if self.cache_dir is None:
             return None
-        key = json.dumps([html, asdict(self.settings)], sort_keys=True).encode()
+        key = json.dumps([CACHE_VERSION, html, asdict(self.settings)], sort_keys=True).encode()
         return self.cache_dir / f"{hashlib.sha256(key).hexdigest()}.png"
 
-    async def _render_cached(self, html: str) -> bytes:
+    async def _render_cached(self, html: str) -> Snapshot:
         path = self._cache_path(html)
-        if path is not None and path.is_file():
+        if path is not None and path.is_file() and path.with_suffix(".json").is_file():
             self.stats["cached"] += 1
-            return path.read_bytes()
-        png = await self._render_pooled(html)
-        if path is not None and png is not self._blank:
+            return Snapshot(path.read_bytes(), PageLayout.from_json(json.loads(path.with_suffix(".json").read_text())))
+        snapshot = await self._render_pooled(html)
+        if path is not None and not snapshot.failed:
             path.parent.mkdir(parents=True, exist_ok=True)
-            part = path.with_name(f"{path.name}.{os.getpid()}.part")
-            part.write_bytes(png)
-            os.replace(part, path)
-        return png
+            _write_atomic(path.with_suffix(".json"), json.dumps(snapshot.layout.to_json()).encode())
+            _write_atomic(path, snapshot.png)  # last: a .png is only ever beside its .json
+        return snapshot
 
-    async def _render_pooled(self, html: str) -> bytes:
+    async def _render_pooled(self, html: str) -> Snapshot:
         page = await self._pool.get()
         try:
             png = await asyncio.wait_for(self._shoot(page, html), self.settings.timeout_s)
@@ -184,12 +206,13 @@ class Renderer:
         finally:
             self._pool.put_nowait(page)
 
-    async def _shoot(self, page, html: str) -> bytes:
+    async def _shoot(self, page, html: str) -> Snapshot:
         await page.set_content(html, wait_until="load")
-        height = await page.evaluate(PAGE_HEIGHT_JS)
-        height = min(max(int(height or 0), self.settings.height), self.settings.max_height)
+        layout = PageLayout.from_json(await page.evaluate(LAYOUT_JS))
+        height = min(max(layout.height, self.settings.height), self.settings.max_height)
         clip = {"x": 0, "y": 0, "width": self.settings.width, "height": height}
-        return await page.screenshot(full_page=True, clip=clip, type="png", animations="disabled")
+        png = await page.screenshot(full_page=True, clip=clip, type="png", animations="disabled")
+        return Snapshot(png, layout)
 
     async def _replace(self, page):
         try:

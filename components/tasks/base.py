@@ -106,14 +106,19 @@ class Task(ABC):
     def parse_action(self, message: str) -> Action:
         return parse_marked(message)
 
-    def final_answer(self, last_message: str) -> str:
-        """The answer taken from the last agent message (marker removed if present)."""
-        return self.parse_action(last_message).content
+    def final_answer(self, actions: Sequence[str]) -> str:
+        """The answer scored, from the episode's agent messages: by default the last one's content
+        (marker removed if present); a task may take it from earlier messages (frontend: the latest page)."""
+        return self.parse_action(actions[-1]).content
 
     # --- the simulated human -----------------------------------------------------------------
     @abstractmethod
     def simulator_messages(self, record: BaseModel, dialogue: Dialogue) -> list[dict[str, str]]:
         """The llm simulator's conversation; the agent's messages come as `user`."""
+
+    def reply_cut(self, episode_cut: int) -> int:
+        """The simulator's reply cut in characters: `episode.sim_max_chars` unless the task has its own."""
+        return episode_cut
 
     @abstractmethod
     def offline_simulator(self, kind: str, max_chars: int):

@@ -10,9 +10,10 @@ from typing import Any
 
 from components.tasks.base import Task
 from components.tasks.colbench_backend import ColbenchBackend
+from components.tasks.colbench_frontend import ColbenchFrontend
 from components.tasks.elicitation import ElicitationTask
 
-TASKS: dict[str, type[Task]] = {cls.name: cls for cls in (ColbenchBackend, ElicitationTask)}
+TASKS: dict[str, type[Task]] = {cls.name: cls for cls in (ColbenchBackend, ColbenchFrontend, ElicitationTask)}
 
 
 def task_class(name: str) -> type[Task]:

@@ -45,8 +45,8 @@ def test_first_marker_wins_and_the_task_parser_is_the_shared_one():
 
 
 def test_final_answer_falls_back_to_last_message():
-    assert final_answer("def f(): return 1") == "def f(): return 1"
-    assert final_answer(f"{ANSWER_MARKER} def f(): return 2") == "def f(): return 2"
+    assert final_answer(["def f(): return 1"]) == "def f(): return 1"
+    assert final_answer(["ask", f"{ANSWER_MARKER} def f(): return 2"]) == "def f(): return 2"
 
 
 def test_reply_cut_to_limit():

@@ -17,6 +17,7 @@ import pytest
 from pydantic import BaseModel
 
 from components.config.elicitation import ElicitationConfig
+from components.config.frontend import FrontendConfig
 from components.config.sections import DataConfig
 from components.data.records import RecordError, read_jsonl, write_jsonl
 from components.data.split import Split
@@ -35,6 +36,8 @@ from components.tasks.elicitation import (
 )
 from tests.factories import make_task
 
+ROOT = Path(__file__).resolve().parents[2]
+
 
 # --- building each registered task on a tiny tasks file --------------------------------------
 def _colbench(tmp_path: Path) -> dict:
@@ -49,7 +52,20 @@ def _elicitation(tmp_path: Path) -> dict:
     return {"elicitation": cfg}
 
 
-BUILDERS: dict[str, Callable[[Path], dict]] = {"colbench-backend": _colbench, "elicitation": _elicitation}
+def _frontend(tmp_path: Path) -> dict:
+    lines = (ROOT / "data/colbench/frontend_test.jsonl").open().readlines()[:3]
+    (tmp_path / "frontend.jsonl").write_text("".join(lines))
+    cfg = FrontendConfig(
+        tasks=tmp_path / "frontend.jsonl", eval_fraction=0.5, assets_dir=ROOT / "vendor/web", render_cache=None
+    )
+    return {"frontend": cfg}
+
+
+BUILDERS: dict[str, Callable[[Path], dict]] = {
+    "colbench-backend": _colbench,
+    "colbench-frontend": _frontend,
+    "elicitation": _elicitation,
+}
 
 
 @dataclass
@@ -210,10 +226,10 @@ def test_parse_action_and_final_answer_strip_the_marker(built):
     reference = task.reference_answer(built.records[0])
     action = task.parse_action(f"Here you go. {ANSWER_MARKER}\n{reference}\n")
     assert action.is_answer and action.content == reference.strip()
-    assert task.final_answer(f"{ANSWER_MARKER} {reference}") == reference.strip()
+    assert task.final_answer(["a question?", f"{ANSWER_MARKER} {reference}"]) == reference.strip()
     question = task.parse_action("  Could you say more?  ")
     assert not question.is_answer and question.content == "Could you say more?"
-    assert task.final_answer("  no marker here ") == "no marker here"
+    assert task.final_answer(["  no marker here "]) == "no marker here"
 
 
 # --- the elicitation generator ---------------------------------------------------------------
