@@ -440,8 +440,8 @@ def compare(
     typer.echo(f"\nplot: {plot(df, out / 'compare.png')}")
 
 
-# the service commands (ui, serve) live in their own module and register themselves on `app`
-from flows import cli_services  # noqa: E402, F401
+# the service commands (ui, serve) and `render` live in their own modules and register themselves on `app`
+from flows import cli_render, cli_services  # noqa: E402, F401
 
 SUPERVISED_COMMANDS = {"run", "eval", "rollouts", "train"}  # long commands that start steps and servers
 

@@ -22,7 +22,19 @@ def root_logging_restored():
 
 
 @pytest.mark.parametrize(
-    "args", [[], ["data"], ["model"], ["data", "pull"], ["model", "prepare"], ["eval"], ["params"], ["run"], ["score"]]
+    "args",
+    [
+        [],
+        ["data"],
+        ["model"],
+        ["data", "pull"],
+        ["model", "prepare"],
+        ["eval"],
+        ["params"],
+        ["run"],
+        ["score"],
+        ["render"],
+    ],
 )
 def test_every_command_has_help(args):
     result = runner.invoke(app, [*args, "--help"])
@@ -170,3 +182,17 @@ def test_run_refuses_offline_trajectories_of_evaluation_tasks_before_any_step(tm
         result = runner.invoke(app, [command, *args])
         assert result.exit_code == 2 and "2 of 2 offline trajectories are of 2 evaluation-split tasks" in result.output
         assert tasks[held_out[0]].task_id in result.output
+
+
+def test_render_writes_what_the_frontend_scorer_sees(tmp_path):
+    from PIL import Image
+
+    page = tmp_path / "message.txt"
+    page.write_text('Draft: <html><body style="background: rgb(0,128,0)"><h1>Hi</h1></body></html> ok?')
+    result = runner.invoke(app, ["render", "--html", str(page), "--out", str(tmp_path / "page.png")])
+    assert result.exit_code == 0, result.output
+    assert '"failed": false' in result.output and '"elements": 1' in result.output
+    image = Image.open(tmp_path / "page.png").convert("RGB")
+    assert image.size == (1280, 800) and image.getpixel((600, 600)) == (0, 128, 0)
+    missing = runner.invoke(app, ["render", "--html", str(tmp_path / "none.html"), "--out", str(tmp_path / "x.png")])
+    assert missing.exit_code == 2 and "not found" in missing.output
