@@ -97,7 +97,19 @@ def actor_optim() -> OptimConfig:
     return OptimConfig(epochs=1)
 
 
+class PairRule(str, Enum):
+    auto = "auto"  # the task's own (Task.pair_rule)
+    best = "best"  # a task's best trajectory (reaching min_chosen_score) vs every lower one (authors' backend)
+    gap = "gap"  # every two trajectories of a task whose scores differ by >= min_gap (authors' frontend: 0.1)
+
+
 class PairsConfig(_Section):
+    rule: PairRule = Field(
+        PairRule.auto,
+        description="trajectory pairs: best (best vs every lower, backend) | gap (any two scores >= min_gap "
+        "apart, frontend) | auto (the task's own)",
+    )
+    min_gap: float = Field(0.1, gt=0.0, le=1.0, description="rule gap: the least score difference (authors: 0.1)")
     min_chosen_score: float = Field(
         1.0,
         ge=0.0,

@@ -72,6 +72,7 @@ class Task(ABC):
     offline_simulators: ClassVar[tuple[str, ...]]  # deterministic simulator kinds besides `llm`
     score_alias: ClassVar[str | None] = None
     generator: ClassVar[str | None] = None  # the catalogue stage writing the records (None: pulled data)
+    pair_rule: ClassVar[str] = "best"  # trajectory pairs under pairs.rule auto (components/stages/pairs.py)
 
     def __init__(self, configs: dict[str, Any]) -> None:
         self.configs = configs  # section name -> validated section model

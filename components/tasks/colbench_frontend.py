@@ -66,6 +66,7 @@ class ColbenchFrontend(Task):
     sections = ("frontend",)
     file_key = "frontend.tasks"
     offline_simulators = ("visual",)
+    pair_rule = "gap"  # similarities are never exactly 1: pairs by score gap, as the authors' frontend script
 
     def __init__(self, configs) -> None:
         from components.scoring.visual import resolve_metric

@@ -2,7 +2,8 @@ import random
 
 import pytest
 
-from components.stages.pairs import trajectory_pairs, turn_pairs
+from components.config.training import PairRule, PairsConfig
+from components.stages.pairs import gap_pairs, resolve_rule, trajectory_pairs, turn_pairs
 from tests.factories import make_trajectory
 
 
@@ -25,6 +26,21 @@ def test_threshold_zero_keeps_unsolved_tasks_and_all_equal_gives_no_pair():
 def test_unscored_trajectories_are_rejected():
     with pytest.raises(ValueError, match="not scored"):
         trajectory_pairs([traj("a", 0, None)])
+
+
+def test_gap_pairs_take_every_two_scores_far_enough_apart():
+    trajs = [traj("a", 0, 0.62), traj("a", 1, 0.80), traj("a", 2, 0.75), traj("b", 0, 0.5), traj("b", 1, 0.55)]
+    pairs = gap_pairs(trajs, min_gap=0.1)
+    assert [(c.run_seed, r.run_seed) for c, r in pairs] == [(1, 0), (2, 0)]  # 0.80-0.75 and task b too close
+    assert [(c.score, r.score) for c, r in gap_pairs(trajs, min_gap=0.05)][-1] == (0.55, 0.5)
+    assert trajectory_pairs(trajs) == []  # rule best: nothing reaches 1.0
+
+
+def test_rule_auto_is_the_tasks_own():
+    assert resolve_rule(PairsConfig(), "colbench-frontend") == PairRule.gap
+    assert resolve_rule(PairsConfig(), "colbench-backend") == PairRule.best
+    assert resolve_rule(PairsConfig(), "elicitation") == PairRule.best
+    assert resolve_rule(PairsConfig(rule="gap"), "elicitation") == PairRule.gap
 
 
 def test_turn_pairs_cross_the_halves_and_prefer_the_higher_score():
