@@ -6,8 +6,10 @@ The agent sees only the short description. Each turn it may show a draft page (H
 inside `<html>`); the simulated human compares the rendered draft with the rendered reference and
 says how they differ (reply cut to `frontend.sim_max_chars`, 1000). A message with
 `I WANT TO ANSWER:` ends the episode. As in the authors' environment, the design scored is the
-latest page the agent showed in any turn (its answer's page when the answer holds one); with no
-page at all the last message is scored, which renders as text or blank. The score is the visual
+latest page the agent showed in any turn (its answer's page when the answer holds one). An answer
+without a page (`<html>` or `<body>`) scores 0: the authors score it as a black image, and text
+rendered on white would otherwise look much like a plain reference page (measured: the default
+model's gibberish scored 0.53-0.97 under `layout`, one above the success threshold). The score is the visual
 similarity of the two screenshots (components/scoring/visual.py: `clip` with local weights, else
 `layout`); the metric's name is part of the score's metric key (`similarity_layout` or
 `similarity_clip`, beside `mean_score`), so numbers of different metrics never share a column.
@@ -126,8 +128,9 @@ class ColbenchFrontend(Task):
 
     # --- scoring and training --------------------------------------------------------------------
     def score(self, records: Sequence[FrontendTask], answers: Sequence[tuple[int, str]]) -> list[ScoreResult]:
-        valid = [(i, a) for i, a in answers if 0 <= i < len(records) and a.strip()]
-        pages = [records[i].ground_truth for i, _ in valid] + [a for _, a in valid]
+        valid = [(i, extract_html(a)) for i, a in answers if 0 <= i < len(records)]
+        valid = [(i, page) for i, page in valid if page is not None]
+        pages = [records[i].ground_truth for i, _ in valid] + [page for _, page in valid]
         shots = dict(zip(pages, self.renderer().snapshot_many(pages))) if pages else {}
         threshold = self.configs["frontend"].success_threshold
         results = []
@@ -136,10 +139,12 @@ class ColbenchFrontend(Task):
                 error = f"task index {index} out of range ({len(records)} tasks)"
                 results.append(ScoreResult(index=index, score=0.0, passed=0, total=1, success=False, error=error))
                 continue
-            if not answer.strip():
-                results.append(ScoreResult(index=index, score=0.0, passed=0, total=1, success=False, error="no answer"))
+            page = extract_html(answer)
+            if page is None:
+                error = "no page (<html> or <body>) in the answer"
+                results.append(ScoreResult(index=index, score=0.0, passed=0, total=1, success=False, error=error))
                 continue
-            mine, wanted = shots[answer], shots[records[index].ground_truth]
+            mine, wanted = shots[page], shots[records[index].ground_truth]
             value = min(max(self.similarity(mine.png, wanted.png), 0.0), 1.0)
             error = "the page failed to render (blank)" if mine.failed else None
             success = value >= threshold

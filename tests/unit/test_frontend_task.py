@@ -84,6 +84,8 @@ def test_scores_order_the_reference_an_edit_and_a_blank_page(task, record):
     assert reference.score == 1.0 and reference.success
     assert 1.0 > edit.score > blank.score > 0.0
     assert not blank.success and blank.total == 1
+    (text,) = task.score([record], [(0, "Healthcare Provider: a clean design, green header.")])
+    assert text.score == 0.0 and "no page" in text.error
 
 
 def test_colour_names():
