@@ -138,8 +138,8 @@ def run(cfg: CriticConfig, trajectories: Path, pairs: Path, task: Task, out_dir:
     pair_rows = list(read_jsonl(pairs, TrajectoryPair))
     if not pair_rows:
         raise ValueError(
-            f"{pairs} holds no trajectory pairs: no task was solved in the rollouts "
-            "(lower pairs.min_chosen_score or collect more rollouts)"
+            f"{pairs} holds no trajectory pairs: no task had trajectories far enough apart in the rollouts "
+            "(lower pairs.min_chosen_score, or pairs.min_gap under rule gap, or collect more rollouts)"
         )
     seq_pairs, kept = pair_sequences(pair_rows, trajs, task, tokenizer, cfg.max_length)
     too_long = len(pair_rows) - len(kept)

@@ -16,6 +16,8 @@ def test_rft_needs_a_trajectory_at_its_score_threshold_and_dpo_needs_pairs():
     assert "scoring 0.5" in inputs.no_signal(PipelineAlgo.rft, "rollouts", rollouts, rft_min_score=0.5)
     assert inputs.no_signal(PipelineAlgo.sweet, "rollouts", rollouts) is None
     assert "0 trajectory pairs" in inputs.no_signal(PipelineAlgo.mtdpo, "train_pairs", {"pairs": 0})
+    assert "pairs.min_gap" in inputs.no_signal(PipelineAlgo.sweet, "train_pairs", {"pairs": 0, "rule": "gap"})
+    assert "pairs.min_chosen_score" in inputs.no_signal(PipelineAlgo.sweet, "train_pairs", {"pairs": 0, "rule": "best"})
 
 
 def _metrics(score: float) -> dict:
