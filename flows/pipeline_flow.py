@@ -27,6 +27,8 @@ from typing import Any
 
 from prefect import flow, get_run_logger, task
 
+from components.data.records import Trajectory, read_jsonl
+from components.episodes.metrics import win_rate
 from components.stages.catalogue import STAGES, Kind
 from components.tracking import store as tracking
 from components.tracking.compare import DEFAULT_EXPERIMENT, eval_runs, plot
@@ -54,6 +56,7 @@ class Iteration:
     ran: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     metrics: dict[str, Any] = field(default_factory=dict)  # eval metrics (none when not evaluated)
+    eval_dir: str | None = None  # the evaluation's folder (trajectories.jsonl), when evaluated
     no_signal: str | None = None
     registry: dict[str, Any] | None = None
     baselines: dict[str, dict[str, Any]] = field(default_factory=dict)  # algo -> an Iteration as a dict
@@ -163,6 +166,7 @@ def run_stages(
         if kind in (Kind.eval, Kind.cory):
             it.metrics = tracked["metrics"]
         if kind == Kind.eval:
+            it.eval_dir = str(Path(tracked["metrics_file"]).parent)
             it.registry = gate_task(it.actor, tracked["run_id"], it.metrics, it.k, plan.task)
         it.no_signal = inputs.no_signal(PipelineAlgo(algo), stage, tracked["metrics"], rft_min_score)
         if it.no_signal:
@@ -234,6 +238,18 @@ def summary_table(plan: RunPlan, iterations: list[Iteration]) -> str:
     return format_table(rows)
 
 
+def _win_cell(eval_dir: str | None, zero_shot_dir: str | None) -> str:
+    """The evaluated model's win rate against the zero-shot model on the same tasks (ties count half)."""
+    if not eval_dir or not zero_shot_dir:
+        return ""
+    paths = [Path(d) / "trajectories.jsonl" for d in (eval_dir, zero_shot_dir)]
+    if not all(p.exists() for p in paths):
+        return ""
+    mine, theirs = (list(read_jsonl(p, Trajectory)) for p in paths)
+    result = win_rate(mine, theirs)
+    return f"{result[0]:.3f} ({result[1]})" if result else ""
+
+
 def results_table(plan: RunPlan, iterations: list[Iteration]) -> str:
     """Markdown: one row per evaluated model (zero-shot, each iteration, each baseline) with its mean
     score and success rate, their 95% intervals over tasks, and n."""
@@ -242,19 +258,22 @@ def results_table(plan: RunPlan, iterations: list[Iteration]) -> str:
         return f"{m[key]:.3f} [{m[f'{key}_ci_low']:.3f}, {m[f'{key}_ci_high']:.3f}]"
 
     rows = []
+    zero_shot = iterations[0].eval_dir if iterations else None
     for it in iterations:
         evaluated = [(plan.algo.value if it.k else "zero-shot", asdict(it))] + list(it.baselines.items())
         for algo, entry in evaluated:
             m = entry["metrics"]
             if m and "mean_score" in m:
-                rows.append(f"| {algo} | {it.k} | {cell(m, 'mean_score')} | {cell(m, 'success_rate')} | {m['n']} |")
+                wins = _win_cell(entry.get("eval_dir"), zero_shot) if it.k else ""
+                row = f"| {algo} | {it.k} | {cell(m, 'mean_score')} | {cell(m, 'success_rate')} | {wins} | {m['n']} |"
+                rows.append(row)
             else:
-                rows.append(f"| {algo} | {it.k} | {_score(plan, m, entry['no_signal'])} | | |")
+                rows.append(f"| {algo} | {it.k} | {_score(plan, m, entry['no_signal'])} | | | |")
     head = [
         f"# {plan.run_dir.name}: {plan.task}, held-out eval split",
         "",
-        "| algorithm | iteration | mean_score [95% CI] | success_rate [95% CI] | n |",
-        "|---|---:|---|---|---:|",
+        "| algorithm | iteration | mean_score [95% CI] | success_rate [95% CI] | win rate vs zero-shot (tasks) | n |",
+        "|---|---:|---|---|---|---:|",
     ]
     return "\n".join(head + rows) + "\n"
 

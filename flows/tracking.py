@@ -130,4 +130,4 @@ def track_stage(
             dialogues=Path(interpolate(spec.dialogues, doc)) if spec.dialogues else None,
             sample_dialogues=sample,
         )
-    return {"run_id": run_id, "metrics": metrics}
+    return {"run_id": run_id, "metrics": metrics, "metrics_file": str(metrics_path)}

@@ -84,3 +84,23 @@ def per_seed(trajs: Sequence[Trajectory], alias: str | None = None) -> dict[int,
         out[seed] = {"success_rate": float(np.mean([bool(t.success) for t in g])), "mean_score": score}
         out[seed] |= {alias: score} if alias else {}
     return out
+
+
+def win_rate(mine: Sequence[Trajectory], reference: Sequence[Trajectory]) -> tuple[float, int] | None:
+    """How often `mine` beats `reference` on the same task: per task (scores averaged over seeds and
+    samples), 1 for a higher score, 1/2 for a tie, 0 for a lower one, averaged over the tasks both
+    played (the paper's win rate of one model's designs against another's). None when they share
+    no task; else (rate, number of tasks compared)."""
+    ours, theirs = _task_scores(mine), _task_scores(reference)
+    shared = sorted(set(ours) & set(theirs))
+    if not shared:
+        return None
+    wins = [1.0 if ours[t] > theirs[t] else 0.5 if ours[t] == theirs[t] else 0.0 for t in shared]
+    return float(np.mean(wins)), len(shared)
+
+
+def _task_scores(trajs: Sequence[Trajectory]) -> dict[str, float]:
+    groups: dict[str, list[float]] = defaultdict(list)
+    for t in trajs:
+        groups[t.task_id].append(t.score or 0.0)
+    return {task: float(np.mean(scores)) for task, scores in groups.items()}

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from components.data.records import Trajectory, read_jsonl, write_jsonl
+from components.episodes.metrics import win_rate
 from flows import inputs
 from flows.pipeline_flow import Iteration, results_table
 from flows.plan import PipelineAlgo, RunPlan
+from tests.factories import make_trajectory
 
 
 def test_rft_needs_a_trajectory_at_its_score_threshold_and_dpo_needs_pairs():
@@ -47,5 +50,25 @@ def test_results_table_lists_zero_shot_each_iteration_and_each_baseline():
         ("mtdpo", "1"),
         ("rft", "1"),
     ]
-    assert rows[1][2].strip() == "0.120 [0.070, 0.170]" and rows[1][4].strip() == "64"
+    assert rows[1][2].strip() == "0.120 [0.070, 0.170]" and rows[1][5].strip() == "64"
+    assert rows[1][4].strip() == ""  # no evaluation folders: no win rate
     assert "no learning signal (no successful trajectory among 8)" in rows[3][2]
+
+
+def test_win_rate_against_zero_shot_pairs_the_same_tasks(tmp_path):
+    def evaluated(name: str, scores: dict[str, float]) -> Path:
+        folder = tmp_path / name
+        folder.mkdir()
+        rows = [make_trajectory(i, 0, s, task_id=t, seed=0, answered=True) for i, (t, s) in enumerate(scores.items())]
+        write_jsonl(folder / "trajectories.jsonl", rows)
+        return folder
+
+    base = evaluated("zero", {"a": 0.5, "b": 0.7, "c": 0.2, "d": 0.9})
+    trained = evaluated("one", {"a": 0.6, "b": 0.7, "c": 0.1, "e": 1.0})  # d and e are not shared
+    plan = RunPlan(PipelineAlgo.sweet, "default", {"task": {"name": "colbench-frontend"}}, Path("runs/pipeline/x"))
+    zero = Iteration(0, "base", metrics=_metrics(0.5), eval_dir=str(base))
+    first = Iteration(1, "actor", metrics=_metrics(0.6), eval_dir=str(trained))
+    rows = [line.split("|")[1:-1] for line in results_table(plan, [zero, first]).splitlines()[4:]]
+    assert rows[0][4].strip() == "" and rows[1][4].strip() == "0.500 (3)"  # win, tie, loss
+    mine = list(read_jsonl(trained / "trajectories.jsonl", Trajectory))
+    assert win_rate(mine, []) is None
