@@ -33,6 +33,13 @@ class FrontendConfig(_Section):
     success_threshold: float = Field(
         0.95, gt=0.0, le=1.0, description="a design counts as a success when its similarity reaches this"
     )
+    designer_view: str = Field(
+        "html",
+        pattern="^(html|screenshots)$",
+        description="what the llm designer is given: html (the reference page's HTML and the dialogue, for "
+        "text-only engines) | screenshots (the protocol: the two rendered pages as images, for a vision "
+        "model behind an OpenAI-compatible endpoint, --simulator-engine openai)",
+    )
     sim_max_chars: int = Field(1000, ge=1, description="the simulated designer's reply cut (ColBench frontend: 1000)")
     assets_dir: Path = Field(Path("vendor/web"), description="local Tailwind files (scripts/web_assets.sh)")
     render_pages: int = Field(2, ge=1, le=32, description="pages rendered at once (one Chromium)")

@@ -73,6 +73,8 @@ def openai_options(cfg: OpenAIRetries) -> dict[str, Any]:
 
 def build_driver(cfg: EpisodeStageConfig, episode: EpisodeSection, seed: int, task: Task) -> EpisodeDriver:
     """The agent engine (built once), the simulator (sharing the agent engine unless told not to)."""
+    if cfg.simulator == SimulatorKind.llm:  # before any engine is built
+        task.check_simulator_engine(resolve_kind(cfg.simulator_engine or cfg.engine).value)
     openai = openai_options(cfg)
     agent = engine_for(cfg.engine, cfg.model, seed, episode.max_model_len, openai)
     sim_engine = None

@@ -117,6 +117,9 @@ class Task(ABC):
     def simulator_messages(self, record: BaseModel, dialogue: Dialogue) -> list[dict[str, str]]:
         """The llm simulator's conversation; the agent's messages come as `user`."""
 
+    def check_simulator_engine(self, engine_kind: str) -> None:
+        """Raise ValueError when the llm simulator cannot run on `engine_kind` for this task."""
+
     def reply_cut(self, episode_cut: int) -> int:
         """The simulator's reply cut in characters: `episode.sim_max_chars` unless the task has its own."""
         return episode_cut

@@ -16,16 +16,19 @@ similarity of the two screenshots (components/scoring/visual.py: `clip` with loc
 `success` is a similarity of at least `frontend.success_threshold`. The critic's training-time
 information c is the reference HTML.
 
-Departures, documented: the protocol's human is a vision-language model looking at both
-screenshots. Offline, the `visual` simulator (components/tasks/frontend_simulator.py) compares the
-rendered pages' layouts instead; the `llm` simulator here is text-only (the engines take text): it
-is given the reference page's HTML as its hidden information and the agent's messages, not images.
+The `llm` designer: with `frontend.designer_view: screenshots` (the protocol) it gets one message
+holding the agent's rendered page (or a line saying there is none) and the rendered reference as
+images, as the authors send them, and must be a vision model behind an OpenAI-compatible endpoint;
+with `html` (the default, for the text-only local engines) it gets the reference page's HTML as
+its hidden information and the dialogue. Offline, the `visual` simulator
+(components/tasks/frontend_simulator.py) compares the rendered pages' layouts instead.
 Prompts are our own wording of the protocol.
 """
 
 from __future__ import annotations
 
 import atexit
+import base64
 import re
 from pathlib import Path
 from typing import Sequence
@@ -52,6 +55,12 @@ SIMULATOR_PROMPT = (
     "Say briefly how the draft differs from the page you have in mind, most important differences "
     "first (layout, colours, sizes, text); if there is no draft, describe what you want. Never show HTML."
 )
+VISION_PROMPT = (
+    "You are a client who asked a web designer for a web page: {problem}\n"
+    "You will see the designer's current page, then the page you have in mind. Say briefly how the "
+    "designer's page differs from yours, the most visible differences first, concretely (e.g. the "
+    "header should be taller, the text centred, the background dark blue)."
+)
 _HTML = re.compile(r"<html.*?>.*?</html>", re.DOTALL | re.IGNORECASE)
 _BODY = re.compile(r"<body.*?>.*?</body>", re.DOTALL | re.IGNORECASE)
 
@@ -60,6 +69,10 @@ def extract_html(message: str) -> str | None:
     """The page in a message: its first `<html>...</html>`, else its first `<body>...</body>`."""
     match = _HTML.search(message) or _BODY.search(message)
     return match.group(0) if match else None
+
+
+def _image(png: bytes) -> dict:
+    return {"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(png).decode()}}
 
 
 class ColbenchFrontend(Task):
@@ -105,9 +118,32 @@ class ColbenchFrontend(Task):
     def reply_cut(self, episode_cut: int) -> int:
         return self.configs["frontend"].sim_max_chars
 
-    def simulator_messages(self, record: FrontendTask, dialogue: Dialogue) -> list[dict[str, str]]:
+    def simulator_messages(self, record: FrontendTask, dialogue: Dialogue) -> list[dict]:
+        if self.configs["frontend"].designer_view == "screenshots":
+            return self._screenshot_messages(record, extract_html(dialogue[-1][0]))
         system = SIMULATOR_PROMPT.format(problem=record.problem_description, hidden=record.ground_truth)
         return chat_for_simulator(system, dialogue)
+
+    def _screenshot_messages(self, record: FrontendTask, draft: str | None) -> list[dict]:
+        """The protocol's designer input: one message with the two rendered pages as images (the
+        authors send the images alone, without the dialogue's text)."""
+        pages = [record.ground_truth] + ([draft] if draft is not None else [])
+        shots = self.renderer().snapshot_many(pages)
+        content = [{"type": "text", "text": VISION_PROMPT.format(problem=record.problem_description)}]
+        if draft is None:
+            content.append({"type": "text", "text": "The designer has not shown a page yet."})
+        else:
+            content += [{"type": "text", "text": "The designer's current page:"}, _image(shots[1].png)]
+        content += [{"type": "text", "text": "The page you have in mind:"}, _image(shots[0].png)]
+        return [{"role": "user", "content": content}]
+
+    def check_simulator_engine(self, engine_kind: str) -> None:
+        if self.configs["frontend"].designer_view == "screenshots" and engine_kind != "openai":
+            raise ValueError(
+                "frontend.designer_view screenshots sends images: the llm designer must be a vision model behind "
+                "an OpenAI-compatible endpoint (--simulator-model URL --simulator-engine openai), not "
+                f"'{engine_kind}'; or set frontend.designer_view=html"
+            )
 
     def offline_simulator(self, kind: str, max_chars: int):
         from components.tasks.frontend_simulator import VisualSimulator

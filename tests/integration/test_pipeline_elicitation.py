@@ -6,6 +6,7 @@ Real Prefect, DVC, vLLM and MLflow in a git+DVC project of its own (about 5 minu
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -45,6 +46,8 @@ def test_smoke_run_on_elicitation_trains_every_step_and_evaluates_the_actor(proj
     assert Path(mtdpo["actor"]) == run_dir / "iter-1/mtdpo/actor/model"
     results = (run_dir / "results.md").read_text()
     assert [line.split("|")[1].strip() for line in results.splitlines()[4:]] == ["zero-shot", "sweet", "mtdpo"]
+    wins = [line.split("|")[5].strip() for line in results.splitlines()[5:]]  # trained models vs zero-shot
+    assert all(re.fullmatch(r"[01]\.\d{3} \(\d+\)", cell) for cell in wins), results
 
     lock = yaml.safe_load((run_dir / "iter-0/dvc.lock").read_text())["stages"]
     assert lock["elicitation_tasks"]["outs"][0]["path"] == "data/elicitation/tasks.jsonl"  # DVC-tracked records

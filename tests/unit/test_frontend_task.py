@@ -96,3 +96,38 @@ def test_colour_names():
 def test_records_are_the_frontend_rows(task):
     rows = [json.loads(line) for line in task.tasks_file(task_split_all()).open()]
     assert [r.problem_description for r in task.records(task_split_all())] == [r["problem_description"] for r in rows]
+
+
+def test_the_llm_designer_gets_both_screenshots_from_an_openai_endpoint(record, tmp_path):
+    import base64
+    import io
+
+    from PIL import Image
+
+    from components.engines.openai_engine import OpenAIEngine
+    from components.episodes.simulators import LLMSimulator
+    from tests.unit.test_engine_openai import FakeServer, start_server, stop_server
+
+    cfg = FrontendConfig(
+        tasks=tmp_path / "unused.jsonl", assets_dir=ROOT / "vendor/web", render_cache=None, designer_view="screenshots"
+    )
+    task = ColbenchFrontend({"frontend": cfg})
+    with pytest.raises(ValueError, match="vision model"):
+        task.check_simulator_engine("vllm")
+    task.check_simulator_engine("openai")
+    server, url = start_server()
+    try:
+        designer = LLMSimulator(OpenAIEngine(url, max_retries=0), task, max_tokens=64, max_chars=1000)
+        draft = "<html><body><h1>Mine</h1></body></html>"
+        replies = designer.reply([SimRequest(record, [(f"Here: {draft}", None)]), SimRequest(record, [("hi", None)])])
+        calls = [call["messages"] for call in FakeServer.calls[-2:]]  # sent concurrently: any order
+        none = next(m for m in calls if "not shown a page" in json.dumps(m))
+        shown = next(m for m in calls if m is not none)
+    finally:
+        stop_server(server)
+        task.close()
+    assert all(0 < len(r) <= 1000 for r in replies)
+    images = [[c for c in m[0]["content"] if c["type"] == "image_url"] for m in (shown, none)]
+    assert [len(i) for i in images] == [2, 1]  # the draft and the reference; the reference alone
+    png = base64.b64decode(images[0][0]["image_url"]["url"].split(",", 1)[1])
+    assert Image.open(io.BytesIO(png)).size[0] == 1280
