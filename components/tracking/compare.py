@@ -32,7 +32,9 @@ BASE_METRICS = ("success_rate", "mean_score")
 LEGACY_SCORE = "tests_passed"  # ColBench backend's mean_score, under the name older runs logged it with
 DEFAULT_TASK = "colbench-backend"  # the task of eval runs without a `sweetflow.task` tag
 GSM8K_TASK = "gsm8k"  # the task of CORY/PPO eval runs (tagged `sweetflow.agent`)
-OPTIONAL_METRICS = ("task_reward", "kl", "objective")  # shown when some eval run logged them (CORY, PPO)
+# shown when some eval run logged them: CORY/PPO's, and ColBench frontend's similarity under the
+# metric's own name (clip and layout never share a column)
+OPTIONAL_METRICS = ("task_reward", "kl", "objective", "similarity_clip", "similarity_layout")
 CI_BOUNDS = ("ci_low", "ci_high")
 _EVAL_FILTER = "tags.`sweetflow.kind` = 'eval'"
 _ORDER = ["task", "algo", "iteration", "start_time"]

@@ -356,3 +356,22 @@ def test_task_filter_keeps_one_task(tasks_store):
     assert len(old) == 3 and "old" in set(old["run"])  # the untagged run counts as ColBench backend
     with pytest.raises(UnknownTaskError, match="tasks there: colbench-backend, elicitation"):
         eval_runs("sweetflow-pipeline", task="nope")
+
+
+def test_frontend_similarities_are_shown_under_their_metrics_name(tmp_path, monkeypatch):
+    import mlflow
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    tracking.configure()
+    exp = tracking.experiment_id("sweetflow-pipeline")
+    for it, (metric, value) in enumerate([("similarity_layout", 0.81), ("similarity_clip", 0.74)]):
+        tags = {"sweetflow.kind": "eval", "sweetflow.algo": "sweet", "sweetflow.iteration": str(it)}
+        with mlflow.start_run(experiment_id=exp, tags=tags | {"sweetflow.task": "colbench-frontend"}):
+            bounds = {f"{name}_ci_{end}": value for name in ("mean_score", metric) for end in ("low", "high")}
+            mlflow.log_metrics({"success_rate": 0.0, "mean_score": value, metric: value, "n": 8} | bounds)
+    df = eval_runs("sweetflow-pipeline")
+    assert list(df["similarity_layout"].fillna(-1)) == [0.81, -1]
+    assert list(df["similarity_clip"].fillna(-1)) == [-1, 0.74]
+    header = format_table(df).splitlines()[1]
+    assert "similarity_layout" in header and "similarity_clip" in header
