@@ -223,10 +223,11 @@ class Renderer:
 
     # --- lifetime ------------------------------------------------------------------------------
     async def _stop(self) -> None:
-        for name in ("_browser", "_playwright"):
-            resource = getattr(self, name, None)
-            if resource is not None:
-                await (resource.close() if name == "_browser" else resource.stop())
+        browser, playwright = getattr(self, "_browser", None), getattr(self, "_playwright", None)
+        if browser is not None:
+            await browser.close()
+        if playwright is not None:
+            await playwright.stop()
 
     def close(self) -> None:
         if self._loop.is_closed():

@@ -130,7 +130,7 @@ def cut_sentences(parts: Sequence[str], max_chars: int) -> str:
 
 @dataclass
 class VisualSimulator:
-    """Compares each agent page with its task's reference; `pages(requests)` gives both layouts."""
+    """Compares each agent page with its task's reference (`task.dialogue_layouts` renders both)."""
 
     task: object  # components/tasks/colbench_frontend.ColbenchFrontend: renders and extracts the pages
     max_chars: int = 1000
