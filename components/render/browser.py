@@ -196,9 +196,9 @@ class Renderer:
     async def _render_pooled(self, html: str) -> Snapshot:
         page = await self._pool.get()
         try:
-            png = await asyncio.wait_for(self._shoot(page, html), self.settings.timeout_s)
+            snapshot = await asyncio.wait_for(self._shoot(page, html), self.settings.timeout_s)
             self.stats["rendered"] += 1
-            return png
+            return snapshot
         except Exception:  # timeout, a crashed page, a Playwright error: a blank design
             self.stats["failed"] += 1
             page = await self._replace(page)

@@ -75,6 +75,10 @@ def _image(png: bytes) -> dict:
     return {"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(png).decode()}}
 
 
+def _zero(index: int, error: str) -> ScoreResult:
+    return ScoreResult(index=index, score=0.0, passed=0, total=1, success=False, error=error)
+
+
 class ColbenchFrontend(Task):
     name = "colbench-frontend"
     record = FrontendTask
@@ -155,8 +159,7 @@ class ColbenchFrontend(Task):
     def dialogue_layouts(self, requests: Sequence) -> list[tuple[PageLayout | None, PageLayout]]:
         """(the page the agent just showed, or None; the reference page) for each simulator request."""
         drafts = [extract_html(r.dialogue[-1][0]) for r in requests]
-        pages = [r.task.ground_truth for r in requests] + [d for d in drafts if d is not None]
-        shots = dict(zip(pages, self.renderer().snapshot_many(pages)))
+        shots = self._snapshots([r.task.ground_truth for r in requests] + [d for d in drafts if d is not None])
         return [
             (shots[d].layout if d is not None else None, shots[r.task.ground_truth].layout)
             for r, d in zip(requests, drafts)
@@ -164,30 +167,25 @@ class ColbenchFrontend(Task):
 
     # --- scoring and training --------------------------------------------------------------------
     def score(self, records: Sequence[FrontendTask], answers: Sequence[tuple[int, str]]) -> list[ScoreResult]:
-        valid = [(i, extract_html(a)) for i, a in answers if 0 <= i < len(records)]
-        valid = [(i, page) for i, page in valid if page is not None]
-        pages = [records[i].ground_truth for i, _ in valid] + [page for _, page in valid]
-        shots = dict(zip(pages, self.renderer().snapshot_many(pages))) if pages else {}
-        threshold = self.configs["frontend"].success_threshold
+        in_range = [0 <= i < len(records) for i, _ in answers]
+        pages = [extract_html(a) if ok else None for (_, a), ok in zip(answers, in_range)]
+        shown = [(i, page) for (i, _), page in zip(answers, pages) if page is not None]
+        shots = self._snapshots([records[i].ground_truth for i, _ in shown] + [page for _, page in shown])
         results = []
-        for index, answer in answers:
-            if not 0 <= index < len(records):
-                error = f"task index {index} out of range ({len(records)} tasks)"
-                results.append(ScoreResult(index=index, score=0.0, passed=0, total=1, success=False, error=error))
-                continue
-            page = extract_html(answer)
-            if page is None:
-                error = "no page (<html> or <body>) in the answer"
-                results.append(ScoreResult(index=index, score=0.0, passed=0, total=1, success=False, error=error))
-                continue
-            mine, wanted = shots[page], shots[records[index].ground_truth]
-            value = min(max(self.similarity(mine.png, wanted.png), 0.0), 1.0)
-            error = "the page failed to render (blank)" if mine.failed else None
-            success = value >= threshold
-            results.append(
-                ScoreResult(index=index, score=value, passed=int(success), total=1, success=success, error=error)
-            )
+        for (index, _), ok, page in zip(answers, in_range, pages):
+            if not ok:
+                results.append(_zero(index, f"task index {index} out of range ({len(records)} tasks)"))
+            elif page is None:
+                results.append(_zero(index, "no page (<html> or <body>) in the answer"))
+            else:
+                results.append(self._score_page(index, shots[page], shots[records[index].ground_truth]))
         return results
+
+    def _score_page(self, index: int, mine, wanted) -> ScoreResult:
+        value = min(max(self.similarity(mine.png, wanted.png), 0.0), 1.0)
+        success = value >= self.configs["frontend"].success_threshold
+        error = "the page failed to render (blank)" if mine.failed else None
+        return ScoreResult(index=index, score=value, passed=int(success), total=1, success=success, error=error)
 
     def similarity(self, png_a: bytes, png_b: bytes) -> float:
         from components.scoring.visual import ClipSimilarity, Metric, layout_similarity
@@ -207,6 +205,10 @@ class ColbenchFrontend(Task):
         return record.ground_truth
 
     # --- the renderer ----------------------------------------------------------------------------
+    def _snapshots(self, pages: list[str]) -> dict:
+        """Each distinct page's snapshot, by its HTML (no browser is started for none)."""
+        return dict(zip(pages, self.renderer().snapshot_many(pages))) if pages else {}
+
     def renderer(self):
         """The task's one Chromium (started on first use, closed at exit or by `close`)."""
         if self._renderer is None:
