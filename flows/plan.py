@@ -62,7 +62,7 @@ class PipelineAlgo(str, Enum):
 
 
 GSM8K_ALGOS = (PipelineAlgo.cory, PipelineAlgo.ppo)
-GSM8K_SECTIONS = ("model", "cory")  # what a CORY run reads; task runs read every other section but
+GSM8K_SECTIONS = ("model", "cluster", "cory")  # what a CORY run reads; task runs read every other section but
 # the sections of the tasks they do not play
 _VAR = re.compile(r"\$\{([\w.-]+)\}")
 
@@ -161,8 +161,10 @@ def plan_run(
     """The run's resolved parameters and folder; ConfigError on a bad algo, profile, task or override.
     `task` (None: the profile's `task.name`) picks the collaborative task; not for CORY/PPO.
 
-    The folder is named by a hash of the parameters; for CORY/PPO, `cory.iterations` is left out of
-    it, so that a longer run resumes the shorter one's checkpoint (the per-iteration rows are kept)."""
+    The folder is named by a hash of the parameters, less the `cluster` section (placement changes
+    no result: a run moved to Ray resumes the local one); for CORY/PPO, `cory.iterations` is left
+    out of it too, so that a longer run resumes the shorter one's checkpoint (the per-iteration rows
+    are kept)."""
     try:
         algo = PipelineAlgo(algo)
     except ValueError:
@@ -174,6 +176,7 @@ def plan_run(
     doc["cory" if algo in GSM8K_ALGOS else "actor"]["algo"] = algo.value
     identity = copy.deepcopy(doc)
     identity.get("cory", {}).pop("iterations", None)
+    identity.pop("cluster", None)  # where the steps run does not change what they compute
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:8]
     name = f"{algo.value}-{profile}" if algo in GSM8K_ALGOS else f"{algo.value}-{doc[TASK]['name']}-{profile}"
     return RunPlan(algo, profile, doc, Path(runs_root) / f"{name}-{digest}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
+from components.config.cluster import ClusterConfig
 from components.config.cory import CoryConfig
 from components.config.elicitation import ElicitationConfig
 from components.config.frontend import FrontendConfig
@@ -29,6 +30,7 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "data": DataConfig,
     "elicitation": ElicitationConfig,
     "frontend": FrontendConfig,
+    "cluster": ClusterConfig,
     "model": ModelConfig,
     "episode": EpisodeSection,
     "eval": EvalConfig,

@@ -33,6 +33,13 @@ def test_the_run_folder_names_the_run_and_hashes_its_parameters(plan, tmp_path):
         pp.plan_run("ppo2")
 
 
+def test_where_the_steps_run_is_kept_in_the_run_but_not_in_its_folder_name(plan):
+    on_ray = pp.plan_run("sweet", "smoke", ["rollouts.per_task=3", "cluster.backend=ray"], task="colbench-backend")
+    assert on_ray.run_dir == plan.run_dir  # moving a run to Ray resumes it
+    assert on_ray.doc["cluster"]["backend"] == "ray" and plan.doc["cluster"]["backend"] == "local"
+    assert "cluster" not in pp.dvc_stage(STAGES["rollouts"], "elicitation")["params"]
+
+
 def test_iteration_k_starts_from_the_last_actor_with_its_own_folders_and_seeds(plan):
     base = plan.doc["train"]["model"]
     zero, first, second = (
@@ -108,7 +115,7 @@ def cory_plan(plan):
 
 def test_a_cory_run_holds_only_its_sections_and_one_stage_that_iterates_itself(cory_plan):
     assert cory_plan.run_dir.name.startswith("cory-smoke-") and cory_plan.gsm8k
-    assert sorted(cory_plan.doc) == ["cory", "model"] and cory_plan.doc["cory"]["algo"] == "cory"
+    assert sorted(cory_plan.doc) == ["cluster", "cory", "model"] and cory_plan.doc["cory"]["algo"] == "cory"
     assert cory_plan.iterations(7) == [1] and cory_plan.stages(1) == ("cory",)
     assert cory_plan.trained_actor(1) == cory_plan.run_dir / "iter-1" / "cory" / "adapters"
     assert pp.plan_run("ppo", "smoke").doc["cory"]["algo"] == "ppo"

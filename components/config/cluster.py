@@ -1,0 +1,90 @@
+"""Where the pipeline's steps run (params.yaml section `cluster`): in this process (`local`) or on a
+Ray cluster (`ray`), and how many engines and training processes each step uses.
+
+Reads and writes nothing. Defaults equal params.yaml's `cluster` section. The flows read `backend`,
+`address`, `local_cpus` and `resources` to pick Prefect's task runner (flows/cluster.py); the
+episode stages read `rollout_engines` and `tensor_parallel`, the training stages `train_processes`
+and `train_strategy`.
+
+Placement never changes what a step computes, so this section is not part of a run's identity (its
+folder name) and no stage declares it as a DVC param: switching `backend` re-runs nothing.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from pydantic import Field, field_validator, model_validator
+
+from components.config.sections import _Section
+
+DEFAULT_RESOURCES = "default"  # the `resources` entry of every stage not named there
+
+
+class Backend(str, Enum):
+    local = "local"  # every step in a process group of this machine, one after the other
+    ray = "ray"  # every step as a task on a Ray cluster (prefect-ray's RayTaskRunner)
+
+
+class TrainStrategy(str, Enum):
+    ddp = "ddp"  # data parallel, a full copy per process (CPU: gloo; the tested path here)
+    fsdp2 = "fsdp2"  # PyTorch FSDP2: parameters, gradients and optimizer state sharded (GPU)
+    zero3 = "zero3"  # DeepSpeed ZeRO-3 (GPU; needs `pip install deepspeed`)
+
+
+class StageResources(_Section):
+    """What Ray reserves for one step's task (the step's own processes run inside that reservation)."""
+
+    cpus: float = Field(1.0, gt=0, description="CPUs reserved for the step")
+    gpus: float = Field(0.0, ge=0, description="GPUs reserved for the step (fractions share a GPU)")
+
+
+class ClusterConfig(_Section):
+    """Placement of the steps; see the module docstring."""
+
+    backend: Backend = Field(Backend.local, description="local: this machine, step by step | ray: a Ray cluster")
+    address: str | None = Field(
+        None,
+        description="ray: the address of a running cluster (auto, HOST:6379 or ray://HOST:10001); "
+        "null: start a local Ray cluster for the run and stop it after",
+    )
+    local_cpus: int | None = Field(
+        None, ge=1, description="ray, address null: CPUs the local cluster offers (null: all of this machine's)"
+    )
+    resources: dict[str, StageResources] = Field(
+        default_factory=lambda: {DEFAULT_RESOURCES: StageResources()},
+        description="ray: per stage name (components/stages/catalogue.py), what its task reserves; "
+        "`default` for every stage not named",
+    )
+    rollout_engines: int = Field(1, ge=1, le=64, description="vLLM engines (data parallel) sharing a step's episodes")
+    tensor_parallel: int = Field(1, ge=1, le=64, description="GPUs per vLLM engine (tensor parallel)")
+    train_processes: int = Field(
+        1, ge=1, le=1024, description="training processes; above 1 the step relaunches under `accelerate launch`"
+    )
+    train_strategy: TrainStrategy = Field(
+        TrainStrategy.ddp, description="train_processes > 1: ddp (CPU: gloo) | fsdp2 | zero3 (GPU)"
+    )
+
+    @field_validator("resources")
+    @classmethod
+    def _known_stages(cls, value: dict[str, StageResources]) -> dict[str, StageResources]:
+        from components.stages.catalogue import STAGES
+
+        unknown = sorted(set(value) - set(STAGES) - {DEFAULT_RESOURCES})
+        if unknown:
+            raise ValueError(
+                f"unknown stage(s) {', '.join(unknown)} (stages: {', '.join(STAGES)}, or {DEFAULT_RESOURCES})"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "ClusterConfig":
+        if self.backend == Backend.local and self.address is not None:
+            raise ValueError(f"address {self.address!r} is set but backend is local: set backend ray to use it")
+        if self.local_cpus is not None and self.address is not None:
+            raise ValueError("local_cpus sizes a local Ray cluster; it does not apply with an address")
+        return self
+
+    def resources_for(self, stage: str) -> StageResources:
+        """The reservation of `stage`: its own entry, else `default`, else one CPU."""
+        return self.resources.get(stage) or self.resources.get(DEFAULT_RESOURCES) or StageResources()

@@ -1,0 +1,37 @@
+"""The `cluster` section: placement settings are validated at load time with messages that name the field."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from components.config.cluster import Backend, ClusterConfig, StageResources
+
+
+def test_defaults_run_everything_here_one_engine_one_training_process():
+    cfg = ClusterConfig()
+    assert cfg.backend == Backend.local and cfg.address is None
+    assert (cfg.rollout_engines, cfg.tensor_parallel, cfg.train_processes) == (1, 1, 1)
+    assert cfg.resources_for("critic") == StageResources(cpus=1, gpus=0)
+
+
+def test_a_stage_gets_its_own_resources_else_the_default():
+    cfg = ClusterConfig(resources={"default": {"cpus": 2}, "critic": {"cpus": 1, "gpus": 1}})
+    assert cfg.resources_for("critic").gpus == 1
+    assert cfg.resources_for("rollouts") == StageResources(cpus=2, gpus=0)
+
+
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        ({"resources": {"critc": {"gpus": 1}}}, "unknown stage"),
+        ({"address": "auto"}, "backend is local"),
+        ({"backend": "ray", "address": "auto", "local_cpus": 2}, "local_cpus sizes a local Ray cluster"),
+        ({"backend": "slurm"}, "backend"),
+        ({"resources": {"default": {"cpus": 0}}}, "cpus"),
+        ({"train_processes": 0}, "train_processes"),
+    ],
+)
+def test_contradictions_and_unknown_names_are_refused(values, message):
+    with pytest.raises(ValidationError, match=message):
+        ClusterConfig(**values)
