@@ -6,12 +6,20 @@ Two entry points:
 - `chat`: message level. Each engine renders the chat template itself (local engines) or sends
   the messages to a server (OpenAI-compatible). Used by the LLM human simulator.
 
+Streaming (`StreamingEngine`, engines that can: vLLM, OpenAI-compatible): `submit` one request
+(token ids, or `submit_chat` a conversation) under a caller's key, and `collect` blocks until at
+least one submitted request has finished and returns those as (key, Generation), in the order
+they finished. The per-arrival episode driver (components/episodes/async_driver.py) uses it; a
+`generate`/`chat` call while streamed requests are in flight is refused (it would take their
+outputs). The transformers engine does not stream.
+
 Seeding: `seeds[i]` is the seed of request i, derived by the caller from the run seed, so the
 same run seed gives the same samples regardless of batch composition where the engine allows it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Protocol, Sequence, runtime_checkable
 
@@ -54,6 +62,27 @@ class Engine(Protocol):
     ) -> list[Generation]: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class StreamingEngine(Engine, Protocol):
+    """An engine that takes requests one by one and hands each back as soon as it is done."""
+
+    def submit(self, key: Hashable, prompt: list[int], sampling: SamplingConfig, seed: int) -> None: ...
+
+    def submit_chat(self, key: Hashable, conversation: list[Message], sampling: SamplingConfig, seed: int) -> None: ...
+
+    def collect(self) -> list[tuple[Hashable, Generation]]:
+        """Block until one or more submitted requests finish; return them (an engine error raises)."""
+        ...
+
+    def in_flight(self) -> int:
+        """Requests submitted and not yet collected."""
+        ...
+
+    def cancel(self) -> None:
+        """Drop every request in flight (after an error, so the engine can be used again)."""
+        ...
 
 
 def render_chat(tokenizer, conversation: Sequence[Message]) -> list[int]:

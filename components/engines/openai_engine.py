@@ -14,6 +14,10 @@ optionally a local tokenizer folder (needed for token-level `generate`). Writes:
   final eos id is included when the server reports it. Needs the local tokenizer (to decode
   and, for servers that return token strings, to map them to ids); without it `generate` raises
   NotImplementedError.
+- Streaming (base.py `StreamingEngine`): `submit`/`submit_chat` send one request from a thread
+  pool of `concurrency` threads (the same request, payload and retries as in `generate`/`chat`),
+  so up to `concurrency` requests are in flight; `collect` returns each as its answer arrives,
+  and a request whose retries are spent raises its EndpointError there.
 - `seeds[i]` is sent as the request's `seed`.
 - Failures, by kind (a request is tried at most `max_retries + 1` times; the wait before retry i
   (0-based) is `backoff_s * 2**i`, capped at `max_backoff_s`; each retry is logged as a warning):
@@ -32,7 +36,8 @@ from __future__ import annotations
 import logging
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Hashable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -98,6 +103,8 @@ class OpenAIEngine:
 
             self.tokenizer = AutoTokenizer.from_pretrained(str(tokenizer))
         self.model_name = self._probe(model_name)
+        self._pool: ThreadPoolExecutor | None = None  # the stream's threads, started by the first submit
+        self._futures: dict[Future, Hashable] = {}  # streamed requests in flight -> the caller's keys
 
     def _probe(self, model_name: str | None) -> str:
         """GET /models (a refused connection fails at once); `model_name` or the first served one."""
@@ -170,45 +177,68 @@ class OpenAIEngine:
     ) -> list[Generation]:
         if len(conversations) != len(seeds):
             raise ValueError(f"{len(conversations)} conversations but {len(seeds)} seeds")
-        payloads = [
-            {**self._base_payload(sampling, seed), "messages": list(conv)} for conv, seed in zip(conversations, seeds)
-        ]
-
-        def one(payload: dict) -> Generation:
-            choice = self._request("POST", "/chat/completions", payload)["choices"][0]
-            return Generation(
-                text=(choice.get("message") or {}).get("content") or "",
-                finish_reason=_finish_reason(choice),
-            )
-
-        return self._map(one, payloads)
+        payloads = [self._chat_payload(conv, sampling, seed) for conv, seed in zip(conversations, seeds)]
+        return self._map(self._chat_one, payloads)
 
     def generate(
         self, prompts: Sequence[list[int]], sampling: SamplingConfig, seeds: Sequence[int]
     ) -> list[Generation]:
+        if len(prompts) != len(seeds):
+            raise ValueError(f"{len(prompts)} prompts but {len(seeds)} seeds")
+        payloads = [self._completion_payload(prompt, sampling, seed) for prompt, seed in zip(prompts, seeds)]
+        return self._map(self._completion_one, payloads)
+
+    def submit(self, key: Hashable, prompt: list[int], sampling: SamplingConfig, seed: int) -> None:
+        """Send one completion request from the stream's thread pool; `collect` returns it."""
+        self._stream(key, self._completion_one, self._completion_payload(prompt, sampling, seed))
+
+    def submit_chat(self, key: Hashable, conversation: list[Message], sampling: SamplingConfig, seed: int) -> None:
+        self._stream(key, self._chat_one, self._chat_payload(conversation, sampling, seed))
+
+    def _stream(self, key: Hashable, fn, payload: dict) -> None:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="openai-stream")
+        self._futures[self._pool.submit(fn, payload)] = key
+
+    def collect(self) -> list[tuple[Hashable, Generation]]:
+        """Wait for the first requests in flight to end; a request that failed for good raises here."""
+        if not self._futures:
+            raise RuntimeError("collect() with no request in flight would wait forever")
+        done, _ = wait(self._futures, return_when=FIRST_COMPLETED)
+        return [(self._futures.pop(future), future.result()) for future in done]
+
+    def in_flight(self) -> int:
+        return len(self._futures)
+
+    def cancel(self) -> None:
+        """Drop the requests in flight: queued ones never start, running ones end unread."""
+        for future in self._futures:
+            future.cancel()
+        self._futures = {}
+
+    def _chat_payload(self, conversation: list[Message], sampling: SamplingConfig, seed: int) -> dict:
+        return {**self._base_payload(sampling, seed), "messages": list(conversation)}
+
+    def _chat_one(self, payload: dict) -> Generation:
+        choice = self._request("POST", "/chat/completions", payload)["choices"][0]
+        return Generation(text=(choice.get("message") or {}).get("content") or "", finish_reason=_finish_reason(choice))
+
+    def _completion_payload(self, prompt: list[int], sampling: SamplingConfig, seed: int) -> dict:
         if self.tokenizer is None:
             raise NotImplementedError(
                 "token-level generate over HTTP needs a local tokenizer: build the engine with "
                 "tokenizer=<model folder> (factory option `tokenizer`)"
             )
-        if len(prompts) != len(seeds):
-            raise ValueError(f"{len(prompts)} prompts but {len(seeds)} seeds")
-        payloads = [
-            {
-                **self._base_payload(sampling, seed),
-                "prompt": [int(t) for t in prompt],
-                "logprobs": 1,
-                "return_tokens_as_token_ids": True,
-                "skip_special_tokens": True,
-            }
-            for prompt, seed in zip(prompts, seeds)
-        ]
+        return {
+            **self._base_payload(sampling, seed),
+            "prompt": [int(t) for t in prompt],
+            "logprobs": 1,
+            "return_tokens_as_token_ids": True,
+            "skip_special_tokens": True,
+        }
 
-        def one(payload: dict) -> Generation:
-            choice = self._request("POST", "/completions", payload)["choices"][0]
-            return self._completion_result(choice)
-
-        return self._map(one, payloads)
+    def _completion_one(self, payload: dict) -> Generation:
+        return self._completion_result(self._request("POST", "/completions", payload)["choices"][0])
 
     def _completion_result(self, choice: dict) -> Generation:
         block = choice.get("logprobs") or {}
@@ -231,6 +261,9 @@ class OpenAIEngine:
         return int(token_id)
 
     def close(self) -> None:
+        if self._pool is not None:
+            self.cancel()
+            self._pool.shutdown(wait=False, cancel_futures=True)
         self._client.close()
 
 

