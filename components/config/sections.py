@@ -80,6 +80,13 @@ class ModelConfig(_Section):
     out_dir: Path = Field(Path("models/smollm2-135m-instruct"), description="prepared default model folder")
 
 
+class DriverKind(str, Enum):
+    """How episodes are stepped (components/episodes): both give the same records, in another order."""
+
+    sync = "sync"  # driver.py: one agent batch per turn, waiting for the turn's longest response
+    async_ = "async"  # async_driver.py: each episode's next request goes out as soon as its response is in
+
+
 class EpisodeSection(_Section):
     max_turns: int = Field(10, ge=1, le=50, description="agent turns per episode")
     temperature: float = Field(1.0, ge=0.0, le=5.0, description="agent sampling temperature")
@@ -87,6 +94,12 @@ class EpisodeSection(_Section):
     max_model_len: int = Field(4096, ge=256, description="context budget per episode")
     sim_max_tokens: int = Field(128, ge=1, description="LLM simulator tokens per reply")
     sim_max_chars: int = Field(400, ge=1, description="simulator reply cut")
+    driver: DriverKind = Field(
+        DriverKind.sync,
+        description="sync: all live episodes step together, one agent batch per turn | async: each episode "
+        "advances as soon as its own response is in (needs a streaming agent engine: vllm or openai; hf runs "
+        "sync, with a warning). Same records either way; not part of the episodes' fingerprint",
+    )
 
     @model_validator(mode="after")
     def _fits(self) -> "EpisodeSection":

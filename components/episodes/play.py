@@ -16,10 +16,11 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from components.config.sections import EpisodeSection, EpisodeStageConfig, OpenAIRetries
+from components.config.sections import DriverKind, EpisodeSection, EpisodeStageConfig, OpenAIRetries
 from components.data.records import Trajectory, read_resumable, write_jsonl
-from components.engines.base import Engine
+from components.engines.base import Engine, StreamingEngine
 from components.engines.factory import EngineKind, make_engine, resolve_kind
+from components.episodes.async_driver import AsyncEpisodeDriver
 from components.episodes.driver import EpisodeConfig, EpisodeDriver, EpisodeJob
 from components.episodes.simulators import SimulatorKind, make_simulator
 from components.tasks.base import Task
@@ -71,8 +72,11 @@ def openai_options(cfg: OpenAIRetries) -> dict[str, Any]:
     }
 
 
-def build_driver(cfg: EpisodeStageConfig, episode: EpisodeSection, seed: int, task: Task) -> EpisodeDriver:
-    """The agent engine (built once), the simulator (sharing the agent engine unless told not to)."""
+def build_driver(
+    cfg: EpisodeStageConfig, episode: EpisodeSection, seed: int, task: Task
+) -> EpisodeDriver | AsyncEpisodeDriver:
+    """The agent engine (built once), the simulator (sharing the agent engine unless told not to),
+    and the driver `episode.driver` names (async needs an engine that streams; else sync, logged)."""
     if cfg.simulator == SimulatorKind.llm:  # before any engine is built
         task.check_simulator_engine(resolve_kind(cfg.simulator_engine or cfg.engine).value)
     openai = openai_options(cfg)
@@ -93,10 +97,18 @@ def build_driver(cfg: EpisodeStageConfig, episode: EpisodeSection, seed: int, ta
         max_tokens=episode.max_tokens,
         max_model_len=episode.max_model_len,
     )
+    if episode.driver == DriverKind.async_:
+        if isinstance(agent, StreamingEngine):
+            return AsyncEpisodeDriver(agent, simulator, ep_cfg, task)
+        log.warning(
+            "episode.driver is async but the %s engine cannot stream requests: running the sync driver"
+            " (same records; one agent batch per turn)",
+            agent.name,
+        )
     return EpisodeDriver(agent, simulator, ep_cfg, task)
 
 
-def close_engines(driver: EpisodeDriver) -> None:
+def close_engines(driver: EpisodeDriver | AsyncEpisodeDriver) -> None:
     """Release the agent engine and the simulator's own engine when it has one."""
     sim_engine = getattr(driver.simulator, "engine", None)
     driver.agent.close()
@@ -186,12 +198,13 @@ def episode_fingerprint(cfg: EpisodeStageConfig, episode: EpisodeSection, task: 
     """What an episode's content depends on; episodes made under another fingerprint are not reused.
 
     The agent fields are keyed by the stage's section name (an output folder of one stage is
-    never reused by the other).
+    never reused by the other). `episode.driver` is left out: both drivers compute the same
+    episodes (only their order in the file differs), so switching it resumes them.
     """
     keep = ("model", "engine", "simulator", "simulator_model", "simulator_engine")
     return {
         section: {k: str(getattr(cfg, k)) for k in keep},
-        "episode": episode.model_dump(mode="json"),
+        "episode": episode.model_dump(mode="json", exclude={"driver"}),
         "task": task.name,
         "tasks": str(task.tasks_file(cfg.split)),
     }

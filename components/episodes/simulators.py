@@ -3,7 +3,9 @@
 - `llm`: the protocol's simulator (ALGORITHMS.md): an LLM prompted by the task (request and hidden
   information; `Task.simulator_messages`), greedy decoding (temperature 0), reply cut to
   `episode.sim_max_chars`. It runs on any engine, including an OpenAI-compatible endpoint hosting a
-  large model.
+  large model. `conversation`, `sampling` and `reply_text` are its parts, which the per-arrival
+  driver (async_driver.py) uses to send its requests through the agent's request stream when the
+  two share one engine.
 - each task's offline deterministic simulators (`Task.offline_simulator`); ColBench backend's is
   `retrieval`, defined here.
 - `retrieval`: deterministic and offline. It splits the hidden information into lines, scores each
@@ -25,7 +27,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol, Sequence
 
-from components.engines.base import Engine, SamplingConfig
+from components.engines.base import Engine, Generation, SamplingConfig
 
 DONT_KNOW = "I don't know."
 _STOP = frozenset(
@@ -105,10 +107,21 @@ class LLMSimulator:
     def reply(self, requests: Sequence[SimRequest]) -> list[str]:
         if not requests:
             return []
-        conversations = [self.task.simulator_messages(r.task, r.dialogue) for r in requests]
-        sampling = SamplingConfig(temperature=0.0, max_tokens=self.max_tokens)
-        generations = self.engine.chat(conversations, sampling, [r.seed for r in requests])
-        return [cut_reply(g.text, self.max_chars) or cut_reply(DONT_KNOW, self.max_chars) for g in generations]
+        conversations = [self.conversation(r) for r in requests]
+        generations = self.engine.chat(conversations, self.sampling, [r.seed for r in requests])
+        return [self.reply_text(g) for g in generations]
+
+    def conversation(self, request: SimRequest) -> list[dict[str, str]]:
+        """The simulator's chat for one request (the task's prompt and the dialogue so far)."""
+        return self.task.simulator_messages(request.task, request.dialogue)
+
+    @property
+    def sampling(self) -> SamplingConfig:
+        return SamplingConfig(temperature=0.0, max_tokens=self.max_tokens)
+
+    def reply_text(self, generation: Generation) -> str:
+        """The reply a generation gives: cut to max_chars; an empty one becomes "I don't know."."""
+        return cut_reply(generation.text, self.max_chars) or cut_reply(DONT_KNOW, self.max_chars)
 
 
 def make_simulator(
