@@ -15,7 +15,8 @@ Algorithms (`actor.algo`, ALGORITHMS.md SWEET-RL 7 and "Baselines"):
 The DPO reference is the initial actor; its log-probs come from one separate, cached pass
 (components.lm.forward.reference_sums). Writes to out_dir: `checkpoints/`, `train_metrics.jsonl`,
 `model/` (the new actor, an HF folder that eval and vLLM load) and `metrics.json`.
-Run as `python -m components.stages.actor [--config JSON]`.
+Run as `python -m components.stages.actor [--config JSON]` (one process, or `cluster.train_processes`
+data-parallel ones under `accelerate launch`: training/launch.py; then only rank 0 writes).
 """
 
 from __future__ import annotations
@@ -35,10 +36,13 @@ from components.lm.losses import dpo_loss
 from components.lm.sequences import TokenSequence, action_sequence, collate, dialogue_sequence, whole_sequence
 from components.stages.cli import stage_cli
 from components.stages.result import StageResult
+from components.training import distributed
+from components.training.launch import train_processes
 from components.training.loop import resume_point, summarize_history, train
 from components.training.models import load_trainable, save_model
 
 log = logging.getLogger(__name__)
+MODULE = "components.stages.actor"
 
 
 @dataclass(frozen=True)
@@ -135,9 +139,10 @@ def with_reference(
 ) -> list[DpoExample]:
     """DPO examples carrying the initial actor's summed log-probs (one cached pass)."""
     flat = [s for pair in pairs for s in pair]
-    sums = frozen_reference_sums(
-        model, cfg.optim.dtype, flat, out_dir / "reference_logprobs.jsonl", pad_id, cfg.ref_batch_size
-    )
+    with distributed.main_first():  # rank 0 fills the cache, the other processes read it
+        sums = frozen_reference_sums(
+            model, cfg.optim.dtype, flat, out_dir / "reference_logprobs.jsonl", pad_id, cfg.ref_batch_size
+        )
     return [DpoExample(c, r, sum(sums[2 * i]), sum(sums[2 * i + 1])) for i, (c, r) in enumerate(pairs)]
 
 
@@ -180,6 +185,8 @@ def run(cfg: ActorConfig, model: str, inputs: ActorInputs, out_dir: Path) -> Sta
     }
     policy = load_trainable(model, cfg.optim, resume_point(out_dir, config, examples))
     history = train(policy, examples, loss_fn, cfg.optim, out_dir, config, tokens_of)
+    if not distributed.is_main():
+        return StageResult()  # the other training processes are done: rank 0 writes the outputs
     model_dir = save_model(policy, tokenizer, out_dir / "model", config)
     metrics = summarize_history(history) | {
         "examples": len(examples),
@@ -191,7 +198,8 @@ def run(cfg: ActorConfig, model: str, inputs: ActorInputs, out_dir: Path) -> Sta
 
 
 def main() -> None:
-    sections, _ = stage_cli("components.stages.actor")
+    sections, args = stage_cli(MODULE)
+    train_processes(MODULE, args)
     cfg, train_cfg = sections["actor"], sections["train"]
     torch.manual_seed(cfg.optim.seed)
     layout = TrainLayout(train_cfg.out_dir)
@@ -200,7 +208,9 @@ def main() -> None:
         pairs=layout.pairs,
         turn_pairs=layout.ranking_dir / "turn_pairs.jsonl",
     )
-    print(json.dumps(run(cfg, train_cfg.model, inputs, layout.actor_dir).metrics))
+    result = run(cfg, train_cfg.model, inputs, layout.actor_dir)
+    if distributed.is_main():
+        print(json.dumps(result.metrics))
 
 
 if __name__ == "__main__":

@@ -12,7 +12,8 @@ Implements Zhou et al. 2025, eq. 1-2 (ALGORITHMS.md SWEET-RL 3): score(tau) = su
 of beta * mean_l [log pi_critic - log pi_ref] with c in context; loss = -log sigmoid(score(chosen)
 - score(rejected)). The reference is the initial critic (same base model), as in the paper.
 Option `normalize: joint` takes the authors' code's single mean over all agent tokens.
-Run as `python -m components.stages.critic` (one process per step).
+Run as `python -m components.stages.critic` (one process per step, or `cluster.train_processes`
+data-parallel ones under `accelerate launch`: training/launch.py; then only rank 0 writes).
 """
 
 from __future__ import annotations
@@ -37,11 +38,14 @@ from components.stages.cli import stage_cli
 from components.stages.result import StageResult
 from components.tasks.base import Task
 from components.tasks.registry import task_from_sections, task_sections
+from components.training import distributed
+from components.training.launch import train_processes
 from components.training.loop import resume_point, summarize_history, train
 from components.training.models import load_trainable, save_model
 
 log = logging.getLogger(__name__)
 SAMPLE_PAIRS = 3  # pairs whose dialogues get the per-turn advantage view
+MODULE = "components.stages.critic"
 
 
 @dataclass(frozen=True)
@@ -92,14 +96,15 @@ def bt_loss_fn(beta: float, normalize, pad_id: int):
 def critic_pairs(cfg: CriticConfig, seq_pairs, tokenizer, out_dir: Path) -> list[CriticPair]:
     """Attach the frozen reference's per-turn sums (one pass, cached) to every sequence pair."""
     flat = [s for pair in seq_pairs for s in pair]
-    sums = frozen_reference_sums(
-        cfg.model,
-        cfg.optim.dtype,
-        flat,
-        out_dir / "reference_logprobs.jsonl",
-        tokenizer.pad_token_id,
-        cfg.ref_batch_size,
-    )
+    with distributed.main_first():  # rank 0 fills the cache, the other processes read it
+        sums = frozen_reference_sums(
+            cfg.model,
+            cfg.optim.dtype,
+            flat,
+            out_dir / "reference_logprobs.jsonl",
+            tokenizer.pad_token_id,
+            cfg.ref_batch_size,
+        )
     return [CriticPair(c, r, sums[2 * i], sums[2 * i + 1]) for i, (c, r) in enumerate(seq_pairs)]
 
 
@@ -157,6 +162,8 @@ def run(cfg: CriticConfig, trajectories: Path, pairs: Path, task: Task, out_dir:
         config,
         tokens_of=lambda part: sum(len(p.chosen.ids) + len(p.rejected.ids) for p in part),
     )
+    if not distributed.is_main():
+        return StageResult()  # the other training processes are done: rank 0 writes the outputs
     write_advantage_view(
         model,
         examples[:SAMPLE_PAIRS],
@@ -178,7 +185,8 @@ def run(cfg: CriticConfig, trajectories: Path, pairs: Path, task: Task, out_dir:
 
 
 def main() -> None:
-    sections, _ = stage_cli("components.stages.critic", task_sections)
+    sections, args = stage_cli(MODULE, task_sections)
+    train_processes(MODULE, args)
     cfg, train_cfg = sections["critic"], sections["train"]
     torch.manual_seed(cfg.optim.seed)
     layout = TrainLayout(train_cfg.out_dir)
@@ -189,7 +197,8 @@ def main() -> None:
         task_from_sections(sections),
         layout.critic_dir,
     )
-    print(json.dumps(result.metrics))
+    if distributed.is_main():
+        print(json.dumps(result.metrics))
 
 
 if __name__ == "__main__":

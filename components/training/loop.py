@@ -9,6 +9,11 @@ is a function of the seed and the epoch, so a resumed run sees exactly the batch
 have), and one metrics row per optimizer step appended to `train_metrics.jsonl` (loss, the
 loss function's own metrics, lr, grad norm, tokens/s). The model itself is loaded by the caller,
 from the checkpoint when there is one (`training.models.load_trainable`).
+
+With more than one process (cluster.train_processes; training/launch.py), each process runs its
+share of every step's micro-batches and the gradients, loss and metrics are summed across processes
+before clipping (training/distributed.py), so a step is the 1-process step on the same global batch;
+only rank 0 writes the metrics file and the checkpoints.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import torch
 from tqdm.auto import tqdm
 
 from components.config.training import OptimConfig
-from components.training import checkpoint
+from components.training import checkpoint, distributed
 from components.training.precision import adamw
 
 log = logging.getLogger(__name__)
@@ -58,20 +63,23 @@ def make_optimizer(model, optim: OptimConfig, steps: int):
     return opt, sched
 
 
-def _history(path: Path, upto: int) -> list[dict]:
-    """Metric rows of steps <= upto; rows of steps after the checkpoint (lost work) are dropped."""
+def _history(path: Path, upto: int, rewrite: bool) -> list[dict]:
+    """Metric rows of steps <= upto; rows of steps after the checkpoint (lost work) are dropped, and
+    from the file too when `rewrite` (rank 0)."""
     if not path.exists():
         return []
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     rows = [r for r in rows if r["step"] <= upto]
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    if rewrite:
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return rows
 
 
 def _accumulate(model, examples: list[T], loss_fn: LossFn, micro: int) -> tuple[float, dict[str, float]]:
-    """Forward/backward each micro-batch; return the step's mean loss and metrics."""
+    """Forward/backward this process's micro-batches of the step's global batch `examples` (all of them
+    with one process); return its share of the step's mean loss and metrics."""
     total_loss, sums = 0.0, {}
-    for start in range(0, len(examples), micro):
+    for start in distributed.share(range(0, len(examples), micro)):
         part = examples[start : start + micro]
         weight = len(part) / len(examples)
         loss, metrics = loss_fn(model, part)
@@ -89,8 +97,10 @@ def fingerprinted(config: dict, examples: Sequence[T]) -> dict:
 
 
 def resume_point(out_dir: Path, config: dict, examples: Sequence[T]) -> Path | None:
-    """The checkpoint `train` will resume for this config and these examples (stale ones are deleted)."""
-    return checkpoint.latest(out_dir, fingerprinted(config, examples))
+    """The checkpoint `train` will resume for this config and these examples (stale ones are deleted, by
+    rank 0 before the other processes look)."""
+    with distributed.main_first():
+        return checkpoint.latest(out_dir, fingerprinted(config, examples))
 
 
 def train(
@@ -105,26 +115,32 @@ def train(
     """Train `model` on `examples`; return every step's metrics (including steps done before a resume)."""
     if not examples:
         raise ValueError("no training examples")
+    distributed.check_batch(optim.batch_size, optim.micro_batch_size)
+    main = distributed.is_main()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     steps = total_steps(len(examples), optim)
     per_epoch = math.ceil(len(examples) / optim.batch_size)
     opt, sched = make_optimizer(model, optim, steps)
+    resume = resume_point(out_dir, config, examples)
     config = fingerprinted(config, examples)
-    resume = checkpoint.latest(out_dir, config)
     start = checkpoint.restore(resume, opt, sched) if resume else 0
     if resume:
         log.info("resuming from %s (step %d of %d)", resume, start, steps)
-    history = _history(out_dir / METRICS_FILE, start)
+    if distributed.world() > 1 and main:
+        log.info("data parallel over %d processes, each runs its share of a step's micro-batches", distributed.world())
+    with distributed.main_first():  # rank 0 drops the lost steps' rows before the others read the file
+        history = _history(out_dir / METRICS_FILE, start, rewrite=main)
     params = [p for p in model.parameters() if p.requires_grad]
     model.train()
-    bar = tqdm(total=steps, initial=start, desc="train", unit="step")
+    bar = tqdm(total=steps, initial=start, desc="train", unit="step", disable=not main)
     for step in range(start, steps):
         epoch, i = divmod(step, per_epoch)
         order = epoch_order(len(examples), optim.seed, epoch)
         batch = [examples[j] for j in order[i * optim.batch_size : (i + 1) * optim.batch_size]]
         began = time.perf_counter()
-        loss, metrics = _accumulate(model, batch, loss_fn, optim.micro_batch_size)
+        loss, metrics = distributed.sum_metrics(*_accumulate(model, batch, loss_fn, optim.micro_batch_size))
+        distributed.sum_gradients(params)
         grad_norm = torch.nn.utils.clip_grad_norm_(params, optim.grad_clip).item()
         lr = sched.get_last_lr()[0]
         opt.step()
@@ -140,10 +156,12 @@ def train(
             "tokens_per_s": tokens_of(batch) / max(time.perf_counter() - began, 1e-9),
         }
         history.append(row)
-        with (out_dir / METRICS_FILE).open("a") as fh:
-            fh.write(json.dumps(row) + "\n")
         bar.update(1)
         bar.set_postfix(loss=f"{loss:.4f}", lr=f"{lr:.2e}")
+        if not main:
+            continue
+        with (out_dir / METRICS_FILE).open("a") as fh:
+            fh.write(json.dumps(row) + "\n")
         if (step + 1) % optim.checkpoint_every == 0 or step + 1 == steps:
             checkpoint.save(out_dir, step + 1, model, opt, sched, config, optim.keep_checkpoints)
     bar.close()

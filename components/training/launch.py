@@ -1,0 +1,86 @@
+"""Start a training stage's processes: with `cluster.train_processes` above 1, the stage command
+(`python -m components.stages.critic`, `... actor`: what dvc.yaml runs) relaunches itself under
+`accelerate launch --num_processes N --config_file configs/accelerate/<train_strategy>.yaml` and
+exits with its status; each launched process (marked by $SWEETFLOW_TRAIN_PROCESS, so it does not
+relaunch again) joins the process group (training/distributed.py). With 1 process nothing happens.
+
+Reads the params file's `cluster` section (components/config/cluster.py) and the shipped accelerate
+configs (configs/accelerate/README.md); writes nothing. Strategies: `ddp` runs the data-parallel
+loop of training/loop.py (tested on CPU with gloo). `fsdp2` and `zero3` ship their accelerate configs
+but the loop does not shard the model, gradients or optimizer yet, so they are refused with a
+message rather than run as something they are not; `zero3` also needs `pip install deepspeed`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from components.config.cluster import ClusterConfig, TrainStrategy
+from components.config.sections import ConfigError, load_section
+from components.training import distributed
+
+MARKER = "SWEETFLOW_TRAIN_PROCESS"  # set in the launched processes: they train, they do not relaunch
+CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "accelerate"
+SHARDED = (TrainStrategy.fsdp2, TrainStrategy.zero3)
+
+
+def config_file(strategy: TrainStrategy) -> Path:
+    return CONFIGS / f"{strategy.value}.yaml"
+
+
+def check_strategy(strategy: TrainStrategy) -> None:
+    """Refuse what cannot run here, with what to do about it."""
+    if strategy == TrainStrategy.zero3 and importlib.util.find_spec("deepspeed") is None:
+        raise ConfigError(
+            "cluster.train_strategy zero3 needs DeepSpeed, which is not installed: `pip install deepspeed` "
+            "(GPU machines), or set cluster.train_strategy ddp"
+        )
+    if strategy in SHARDED:
+        raise ConfigError(
+            f"cluster.train_strategy {strategy.value}: the training loop does not shard parameters, gradients "
+            f"or optimizer state yet ({config_file(strategy)} is shipped for when it does); "
+            "set cluster.train_strategy ddp (each process holds the whole model)"
+        )
+
+
+def accelerate_command(module: str, args: list[str], cluster: ClusterConfig) -> list[str]:
+    """`accelerate launch` of `python -m module args` in `cluster.train_processes` processes (free port)."""
+    return [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--config_file",
+        str(config_file(cluster.train_strategy)),
+        "--num_processes",
+        str(cluster.train_processes),
+        "--main_process_port",
+        "0",
+        "--module",
+        module,
+        *args,
+    ]
+
+
+def train_processes(module: str, args: list[str]) -> None:
+    """Call first in a training stage's `main`: relaunch `module` under accelerate (and exit with its
+    status) when the params ask for more than one training process; in a launched process, join the
+    process group (left at exit)."""
+    if os.environ.get(MARKER):
+        distributed.join()
+        atexit.register(distributed.leave)
+        return
+    try:
+        cluster = load_section(ClusterConfig, "cluster")
+        if cluster.train_processes > 1:
+            check_strategy(cluster.train_strategy)
+    except ConfigError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    if cluster.train_processes == 1:
+        return
+    command = accelerate_command(module, args, cluster)
+    raise SystemExit(subprocess.run(command, env={**os.environ, MARKER: "1"}).returncode)
