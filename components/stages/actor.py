@@ -199,8 +199,8 @@ def run(cfg: ActorConfig, model: str, inputs: ActorInputs, out_dir: Path) -> Sta
 
 def main() -> None:
     sections, args = stage_cli(MODULE)
-    train_processes(MODULE, args)
     cfg, train_cfg = sections["actor"], sections["train"]
+    train_processes(MODULE, args, cfg.optim)
     torch.manual_seed(cfg.optim.seed)
     layout = TrainLayout(train_cfg.out_dir)
     inputs = ActorInputs(

@@ -186,8 +186,8 @@ def run(cfg: CriticConfig, trajectories: Path, pairs: Path, task: Task, out_dir:
 
 def main() -> None:
     sections, args = stage_cli(MODULE, task_sections)
-    train_processes(MODULE, args)
     cfg, train_cfg = sections["critic"], sections["train"]
+    train_processes(MODULE, args, cfg.optim)
     torch.manual_seed(cfg.optim.seed)
     layout = TrainLayout(train_cfg.out_dir)
     result = run(

@@ -52,12 +52,13 @@ def is_main() -> bool:
     return rank() == 0
 
 
-def check_batch(batch_size: int, micro_batch_size: int) -> None:
-    """Each process must get the same number of micro-batches of a full global batch."""
-    if batch_size % (micro_batch_size * world()):
+def check_batch(batch_size: int, micro_batch_size: int, processes: int | None = None) -> None:
+    """Each of the `processes` (default: this group's) must get as many micro-batches of a full global batch."""
+    processes = world() if processes is None else processes
+    if batch_size % (micro_batch_size * processes):
         raise ValueError(
             f"optim.batch_size ({batch_size}) must be a multiple of optim.micro_batch_size x training processes "
-            f"({micro_batch_size} x {world()} = {micro_batch_size * world()}): every process takes an equal "
+            f"({micro_batch_size} x {processes} = {micro_batch_size * processes}): every process takes an equal "
             "share of a step's micro-batches (change the batch, the micro-batch or cluster.train_processes)"
         )
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from components.config.cluster import ClusterConfig, TrainStrategy
 from components.config.sections import ConfigError, load_section
+from components.config.training import OptimConfig
 from components.training import distributed
 
 MARKER = "SWEETFLOW_TRAIN_PROCESS"  # set in the launched processes: they train, they do not relaunch
@@ -66,10 +67,10 @@ def accelerate_command(module: str, args: list[str], cluster: ClusterConfig) -> 
     ]
 
 
-def train_processes(module: str, args: list[str]) -> None:
+def train_processes(module: str, args: list[str], optim: OptimConfig) -> None:
     """Call first in a training stage's `main`: relaunch `module` under accelerate (and exit with its
-    status) when the params ask for more than one training process; in a launched process, join the
-    process group (left at exit)."""
+    status) when the params ask for more than one training process, after checking that `optim`'s
+    batch splits evenly over them; in a launched process, join the process group (left at exit)."""
     if os.environ.get(MARKER):
         distributed.join()
         atexit.register(distributed.leave)
@@ -78,7 +79,8 @@ def train_processes(module: str, args: list[str]) -> None:
         cluster = load_section(ClusterConfig, "cluster")
         if cluster.train_processes > 1:
             check_strategy(cluster.train_strategy)
-    except ConfigError as exc:
+            distributed.check_batch(optim.batch_size, optim.micro_batch_size, cluster.train_processes)
+    except (ConfigError, ValueError) as exc:
         raise SystemExit(f"error: {exc}") from None
     if cluster.train_processes == 1:
         return

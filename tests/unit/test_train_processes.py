@@ -173,3 +173,48 @@ def test_sharded_strategies_are_refused_with_what_to_do(monkeypatch):
     launch.check_strategy(TrainStrategy.ddp)
     for strategy in TrainStrategy:
         assert launch.config_file(strategy).exists()
+
+
+def cluster_params(tmp_path: Path, monkeypatch, processes: int) -> None:
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump({"cluster": {"train_processes": processes, "train_strategy": "ddp"}}))
+    monkeypatch.setenv("SWEETFLOW_PARAMS", str(path))
+    monkeypatch.delenv(launch.MARKER, raising=False)
+
+
+def test_the_stage_relaunches_under_accelerate_only_with_more_than_one_process(tmp_path, monkeypatch):
+    launched = []
+
+    def fake_run(command, env):
+        launched.append((command, env))
+        return subprocess.CompletedProcess(command, 3)
+
+    monkeypatch.setattr(launch.subprocess, "run", fake_run)
+    cluster_params(tmp_path, monkeypatch, 1)
+    launch.train_processes("components.stages.actor", [], optim(batch_size=4, micro_batch_size=1))
+    assert launched == []  # 1 process: the stage goes on in this process
+
+    cluster_params(tmp_path, monkeypatch, 2)
+    with pytest.raises(SystemExit) as exit_:
+        launch.train_processes("components.stages.actor", ["--x"], optim(batch_size=4, micro_batch_size=1))
+    assert exit_.value.code == 3  # accelerate's status
+    ((command, env),) = launched
+    assert command[1:4] == ["-m", "accelerate.commands.launch", "--config_file"]
+    assert command[4] == str(REPO / "configs" / "accelerate" / "ddp.yaml")
+    assert command[5:] == [
+        "--num_processes",
+        "2",
+        "--main_process_port",
+        "0",
+        "--module",
+        "components.stages.actor",
+        "--x",
+    ]
+    assert env[launch.MARKER] == "1"  # the launched processes train instead of relaunching
+
+
+def test_a_batch_that_does_not_split_over_the_processes_fails_before_launching(tmp_path, monkeypatch):
+    monkeypatch.setattr(launch.subprocess, "run", lambda *a, **k: pytest.fail("launched"))
+    cluster_params(tmp_path, monkeypatch, 3)
+    with pytest.raises(SystemExit, match=r"batch_size \(4\) must be a multiple .*\(1 x 3 = 3\)"):
+        launch.train_processes("components.stages.actor", [], optim(batch_size=4, micro_batch_size=1))
