@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import atexit
 import importlib.util
+import logging
 import os
 import subprocess
 import sys
@@ -70,10 +71,13 @@ def accelerate_command(module: str, args: list[str], cluster: ClusterConfig) -> 
 def train_processes(module: str, args: list[str], optim: OptimConfig) -> None:
     """Call first in a training stage's `main`: relaunch `module` under accelerate (and exit with its
     status) when the params ask for more than one training process, after checking that `optim`'s
-    batch splits evenly over them; in a launched process, join the process group (left at exit)."""
+    batch splits evenly over them; in a launched process, join the process group (left at exit);
+    processes other than rank 0 log warnings and errors only."""
     if os.environ.get(MARKER):
         distributed.join()
         atexit.register(distributed.leave)
+        if not distributed.is_main():
+            logging.getLogger().setLevel(logging.WARNING)  # one copy of the step's info lines: rank 0's
         return
     try:
         cluster = load_section(ClusterConfig, "cluster")
