@@ -10,6 +10,13 @@ A tie keeps the champion, so a re-run of the same model never churns the alias. 
 champions' tags) from before `mean_score` existed carry only `tests_passed`, ColBench backend's
 mean score, which stands in for it. Uses the project's MLflow store
 (components.tracking.store.configure).
+
+Where the model is: with the project's own store (a local database) the version's source is the
+HF folder itself. A tracking server (MLFLOW_TRACKING_URI http(s)://...) refuses local paths as
+sources (they could name any file on the server), so there the folder is first logged as the
+artifacts `model/` of the evaluation's run and the version's source is `runs:/<run>/model`: the
+registry then holds the weights, on the server's artifact store. Either way the version carries
+the folder's path in the tag `sweetflow.model_path`.
 """
 
 from __future__ import annotations
@@ -20,6 +27,8 @@ from pathlib import Path
 MODEL_NAME = "sweetflow-actor"  # the ColBench backend task's model (the name from before there were tasks)
 DEFAULT_TASK = "colbench-backend"  # the task of runs and metrics that name none
 CANDIDATE, CHAMPION = "candidate", "champion"
+PATH_TAG = "sweetflow.model_path"  # the registered HF folder, on every version
+MODEL_ARTIFACT = "model"  # a tracking server's copy of the folder, in the evaluation's run
 KEYS = ("success_rate", "mean_score")  # compared in this order
 LEGACY_SCORE = "tests_passed"  # ColBench backend's mean_score under its older name
 
@@ -74,7 +83,7 @@ def register(model_dir: Path, run_id: str, metrics: dict, name: str = MODEL_NAME
     missing = [k for k in KEYS if _value(metrics, k) is None]
     if missing:
         raise ValueError(f"cannot register {model_dir}: eval metrics lack {', '.join(missing)}")
-    tags = {k: str(float(_value(metrics, k))) for k in KEYS}
+    tags = {k: str(float(_value(metrics, k))) for k in KEYS} | {PATH_TAG: str(Path(model_dir).resolve())}
     if LEGACY_SCORE in metrics:
         tags[LEGACY_SCORE] = str(float(metrics[LEGACY_SCORE]))
     client = _client()
@@ -82,15 +91,27 @@ def register(model_dir: Path, run_id: str, metrics: dict, name: str = MODEL_NAME
         client.get_registered_model(name)
     except MlflowException:
         client.create_registered_model(name, description="sweetflow actors of one task, evaluated on its eval split")
-    version = client.create_model_version(name, source=str(Path(model_dir).resolve()), run_id=run_id, tags=tags).version
-    client.set_registered_model_alias(name, CANDIDATE, version)
-    return version
+    version = client.create_model_version(name, source=_source(client, model_dir, run_id), run_id=run_id, tags=tags)
+    client.set_registered_model_alias(name, CANDIDATE, version.version)
+    return version.version
+
+
+def _source(client, model_dir: Path, run_id: str) -> str:
+    """The version's source: the folder (a local store), or its copy in the run (a tracking server)."""
+    from mlflow import get_tracking_uri
+
+    folder = str(Path(model_dir).resolve())
+    if not get_tracking_uri().startswith(("http://", "https://")):
+        return folder
+    client.log_artifacts(run_id, folder, MODEL_ARTIFACT)
+    return f"runs:/{run_id}/{MODEL_ARTIFACT}"
 
 
 def registered_version(model_dir: Path, name: str = MODEL_NAME):
     """The version already registered for this model folder, or None."""
-    source = str(Path(model_dir).resolve())
-    found = [v for v in _client().search_model_versions(f"name = '{name}'") if v.source == source]
+    folder = str(Path(model_dir).resolve())
+    versions = _client().search_model_versions(f"name = '{name}'")
+    found = [v for v in versions if v.tags.get(PATH_TAG) == folder or v.source == folder]
     return max(found, key=lambda v: int(v.version), default=None)
 
 

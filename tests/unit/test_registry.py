@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from components.tracking import registry
@@ -103,3 +105,32 @@ def test_a_folder_gated_again_is_not_registered_twice(store):
     assert client.get_model_version_by_alias(name, "candidate").version == champion.version
     assert client.get_model_version_by_alias(name, "champion").version == champion.version
     assert second.version != champion.version
+
+
+def test_on_a_tracking_server_the_registry_holds_a_copy_of_the_model(tmp_path):
+    """A server refuses local folders as sources: the folder goes into the evaluation's run first."""
+    import mlflow
+
+    from flows.services import start_services, ui_services
+    from tests.unit.test_services import free_port
+
+    _, server = ui_services(tmp_path / "server", mlflow_port=free_port())
+    previous = mlflow.get_tracking_uri()
+    with start_services([server], tmp_path / "logs"):
+        mlflow.set_tracking_uri(server.url.rstrip("/"))
+        try:
+            with mlflow.start_run(experiment_id=tracking.experiment_id("it-registry-server", tmp_path)) as run:
+                pass
+            folder = actor(tmp_path, "a1")
+            first = registry.gate(folder, run.info.run_id, {"success_rate": 0.1, "mean_score": 0.3}, "on-server")
+            version = registry._client().get_model_version("on-server", first.version)
+            assert version.source == f"runs:/{run.info.run_id}/model" and first.promoted
+            assert version.tags[registry.PATH_TAG] == str(folder.resolve())
+            copy = mlflow.artifacts.download_artifacts(
+                f"models:/on-server/{first.version}", dst_path=str(tmp_path / "d")
+            )
+            assert (Path(copy) / "config.json").read_text() == "{}"
+            again = registry.gate(folder, run.info.run_id, {"success_rate": 0.1, "mean_score": 0.3}, "on-server")
+            assert again.version == first.version and again.reason.startswith("already registered")
+        finally:
+            mlflow.set_tracking_uri(previous)
