@@ -315,6 +315,7 @@ def _pipeline_plan(options: dict):
 def run(**options) -> None:
     """The whole pipeline (a Prefect flow): evaluate the base model, then N iterations of rollouts,
     training and evaluation (or CORY/PPO on GSM8K); DVC skips unchanged steps, MLflow tracks every step."""
+    from flows.cluster import cluster_config, placed
     from flows.pipeline_flow import iteration_count, pipeline_flow
 
     _setup()
@@ -325,7 +326,7 @@ def run(**options) -> None:
         f"pipeline run {plan.run_dir} ({params.algo.value} on {plan.task}, profile {params.profile}, "
         f"{iteration_count(params, plan)} iteration(s))"
     )
-    result = _tracked_flow(pipeline_flow, params)
+    result = _tracked_flow(placed(pipeline_flow, cluster_config(plan.doc)), params)
     typer.echo(f"\n{result['summary']}\ncompare runs: sweetflow compare   (MLflow run {result['mlflow_run_id']})")
 
 

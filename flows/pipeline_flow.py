@@ -33,6 +33,7 @@ from components.stages.catalogue import STAGES, Kind
 from components.tracking import store as tracking
 from components.tracking.compare import DEFAULT_EXPERIMENT, eval_runs, plot
 from flows import inputs
+from flows.cluster import cluster_config, run_step
 from flows.plan import (
     GSM8K_ALGOS,
     ROLLOUTS,
@@ -155,10 +156,11 @@ def run_stages(
 ) -> None:
     """`stages` of `dvc_yaml` in order, each tracked, into `it`; stops before training when there is no signal."""
     rft_min_score = plan.doc.get("actor", {}).get("rft_min_score", 1.0)
+    cluster = cluster_config(plan.doc)
     for stage in stages:
         kind = STAGES[stage].kind
         runner = episode_stage_task if kind in (Kind.eval, Kind.episodes) else stage_task
-        ran = runner(dvc_yaml, stage, it.k)
+        ran = run_step(runner, stage, cluster, dvc_yaml, stage, it.k)
         (it.ran if ran else it.skipped).append(stage)
         if kind == Kind.data:  # the task's records: versioned by DVC, read by the stages that follow
             continue

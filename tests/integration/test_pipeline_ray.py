@@ -1,0 +1,77 @@
+"""The smoke pipeline with `cluster.backend: ray` on a local Ray cluster of 2 CPUs (prefect-ray's
+RayTaskRunner; flows/cluster.py), tracked to a local MLflow tracking server, ends with the same
+metrics, step by step, as the local backend tracking to the project's store.
+
+The project, tasks, offline rollouts and tiny model are tests/integration/test_pipeline_flow.py's
+(its `overrides` fixture): every training and evaluation step runs for real. The two runs use runs
+roots of their own, so neither reads the other's outputs (DVC would skip or restore them).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from components.config.cluster import ClusterConfig
+from tests.integration.test_pipeline_flow import SWEET_STAGES, overrides  # noqa: F401 (the fixture)
+from tests.unit.test_services import free_port
+
+pytestmark = pytest.mark.integration
+MACHINE = re.compile(r"seconds|per_s|_s$|elapsed|rss")  # time and memory figures differ from run to run
+METRICS = {  # every step that writes a metrics.json, by its path in the run folder
+    "iter-0/eval/metrics.json",
+    "iter-1/rollouts/metrics.json",
+    "iter-1/train/critic/metrics.json",
+    "iter-1/train/actor/metrics.json",
+    "iter-1/train/eval/metrics.json",
+}
+
+
+def step_metrics(run_dir: Path) -> dict[str, dict]:
+    """Every step's metrics.json under the run, by its path in the run, time and memory figures left out."""
+    return {
+        str(path.relative_to(run_dir)): {k: v for k, v in json.loads(path.read_text()).items() if not MACHINE.search(k)}
+        for path in sorted(run_dir.glob("iter-*/**/metrics.json"))
+    }
+
+
+@pytest.fixture
+def tracking_server(project_dir, monkeypatch):
+    """A local MLflow tracking server over a store of its own, as MLFLOW_TRACKING_URI."""
+    from flows.services import start_services, ui_services
+
+    _, mlflow = ui_services(project_dir / "server", mlflow_port=free_port())
+    with start_services([mlflow], project_dir / "server" / "logs"):
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow.url.rstrip("/"))
+        yield mlflow.url.rstrip("/")
+
+
+def test_the_smoke_pipeline_on_a_local_ray_cluster_ends_with_the_local_metrics(overrides, tracking_server, monkeypatch):  # noqa: F811
+    import mlflow
+    import ray
+
+    from flows.cluster import placed
+    from flows.pipeline_flow import PipelineParams, pipeline_flow
+
+    on_ray = [*overrides, "cluster.backend=ray", "cluster.local_cpus=2"]
+    remote = placed(pipeline_flow, ClusterConfig(backend="ray", local_cpus=2))(
+        PipelineParams(profile="smoke", overrides=on_ray, runs_root="runs/ray")
+    )
+    assert not ray.is_initialized()  # the run's own local cluster is stopped with its flow
+    nested = mlflow.search_runs(
+        experiment_names=["sweetflow-pipeline"],
+        filter_string=f"tags.mlflow.parentRunId = '{remote['mlflow_run_id']}'",
+        output_format="list",
+    )
+    assert sorted(r.info.run_name for r in nested) == sorted(
+        ["iter 0 eval_zero_shot", *(f"iter 1 {s}" for s in SWEET_STAGES)]
+    )  # every step, run on a Ray worker, is a nested run of the parent on the tracking server
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")
+    local = pipeline_flow(PipelineParams(profile="smoke", overrides=overrides, runs_root="runs/local"))
+    assert [it["ran"] for it in remote["iterations"]] == [["eval_zero_shot"], SWEET_STAGES]
+    mine, theirs = step_metrics(Path(remote["run_dir"])), step_metrics(Path(local["run_dir"]))
+    assert set(mine) == METRICS and mine == theirs
