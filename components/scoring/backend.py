@@ -40,7 +40,7 @@ import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from pydantic import BaseModel, Field
 
@@ -139,8 +139,11 @@ def score_answers(
     cache_dir: Path | None = None,
     workers: int | None = None,
     limits: Limits | None = None,
+    sandboxes: Callable[[int | None, Limits | None], SandboxPool] = SandboxPool,
 ) -> list[ScoreResult]:
-    """Score each (task index, answer) pair; results are in the order of `answers`."""
+    """Score each (task index, answer) pair; results are in the order of `answers`. `sandboxes`
+    builds the fork-servers from (workers, limits): this machine's SandboxPool, or on a Ray cluster
+    components/cluster/sandboxes.py's RaySandboxes (one pool per node)."""
     prepared = [(index, *prepare_answer(answer)) for index, answer in answers]
     results: list[ScoreResult | None] = [None] * len(prepared)
     jobs = []
@@ -153,7 +156,7 @@ def score_answers(
             jobs.append((pos, index, code))
     if not jobs:
         return results  # type: ignore[return-value]
-    with SandboxPool(workers, limits) as pool:
+    with sandboxes(workers, limits) as pool:
         cache = ReferenceCache(DEFAULT_CACHE_DIR if cache_dir is None else Path(cache_dir), _fingerprint(pool))
         with ThreadPoolExecutor(max_workers=pool.workers) as executor:
             references = _references(tasks, {index for _, index, _ in jobs}, cache, pool, executor)

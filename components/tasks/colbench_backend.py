@@ -96,8 +96,15 @@ class ColbenchBackend(Task):
         return RetrievalSimulator(max_chars=max_chars)
 
     def score(self, records: Sequence[BackendTask], answers: Sequence[tuple[int, str]]) -> list[ScoreResult]:
+        """Scored in this machine's sandbox, or in every node's when the run is placed on Ray (the
+        `cluster` section of the stage's params file: components/cluster/connect.py)."""
+        from components.cluster.connect import cluster_section, join
         from components.scoring.backend import score_answers  # the sandbox: only stages that score load it
 
+        if join(cluster_section()):
+            from components.cluster.sandboxes import RaySandboxes
+
+            return score_answers(records, answers, sandboxes=RaySandboxes)
         return score_answers(records, answers)
 
     def training_info(self, record: BackendTask) -> str:
