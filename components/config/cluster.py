@@ -28,8 +28,8 @@ class Backend(str, Enum):
 
 class TrainStrategy(str, Enum):
     ddp = "ddp"  # data parallel, a full copy per process (CPU: gloo; the tested path here)
-    fsdp2 = "fsdp2"  # PyTorch FSDP2: parameters, gradients and optimizer state sharded (GPU)
-    zero3 = "zero3"  # DeepSpeed ZeRO-3 (GPU; needs `pip install deepspeed`)
+    fsdp2 = "fsdp2"  # PyTorch FSDP2 (GPU): its accelerate config ships; refused until the loop shards
+    zero3 = "zero3"  # DeepSpeed ZeRO-3 (GPU; pip install deepspeed): config ships; refused likewise
 
 
 class StageResources(_Section):
@@ -54,7 +54,8 @@ class ClusterConfig(_Section):
     resources: dict[str, StageResources] = Field(
         default_factory=lambda: {DEFAULT_RESOURCES: StageResources()},
         description="ray: per stage name (components/stages/catalogue.py), what its task reserves; "
-        "`default` for every stage not named",
+        "`default` for every stage not named (a training stage with train_processes N should reserve "
+        "what its N processes use)",
     )
     rollout_engines: int = Field(1, ge=1, le=64, description="vLLM engines (data parallel) sharing a step's episodes")
     tensor_parallel: int = Field(1, ge=1, le=64, description="GPUs per vLLM engine (tensor parallel)")
@@ -62,7 +63,9 @@ class ClusterConfig(_Section):
         1, ge=1, le=1024, description="training processes; above 1 the step relaunches under `accelerate launch`"
     )
     train_strategy: TrainStrategy = Field(
-        TrainStrategy.ddp, description="train_processes > 1: ddp (CPU: gloo) | fsdp2 | zero3 (GPU)"
+        TrainStrategy.ddp,
+        description="train_processes > 1: ddp (CPU: gloo; GPU: nccl) | fsdp2 | zero3 (GPU; their accelerate "
+        "configs ship in configs/accelerate, but the training stages refuse them until the loop shards)",
     )
 
     @field_validator("resources")

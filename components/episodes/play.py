@@ -16,7 +16,9 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from components.config.sections import DriverKind, EpisodeSection, EpisodeStageConfig, OpenAIRetries
+from components.cluster.connect import cluster_section
+from components.config.cluster import ClusterConfig
+from components.config.sections import ConfigError, DriverKind, EpisodeSection, EpisodeStageConfig, OpenAIRetries
 from components.data.records import Trajectory, read_resumable, write_jsonl
 from components.engines.base import Engine, StreamingEngine
 from components.engines.factory import EngineKind, make_engine, resolve_kind
@@ -51,10 +53,20 @@ def pending_jobs(
     ]
 
 
-def engine_for(kind: str, model: str, seed: int, max_model_len: int, openai: dict[str, Any] | None = None) -> Engine:
-    """Build an engine; vLLM also gets the episode's context budget, an OpenAI client `openai` options."""
+def engine_for(
+    kind: str,
+    model: str,
+    seed: int,
+    max_model_len: int,
+    openai: dict[str, Any] | None = None,
+    tensor_parallel: int = 1,
+) -> Engine:
+    """Build an engine; vLLM also gets the episode's context budget and its GPUs (`tensor_parallel`),
+    an OpenAI client `openai` options."""
     resolved = resolve_kind(kind)
-    options = {"max_model_len": max_model_len} if resolved == EngineKind.VLLM else {}
+    options = (
+        {"max_model_len": max_model_len, "tensor_parallel_size": tensor_parallel} if resolved == EngineKind.VLLM else {}
+    )
     if resolved == EngineKind.OPENAI:
         options.update(openai or {})
     return make_engine(kind, model, seed=seed, **options)
@@ -72,6 +84,17 @@ def openai_options(cfg: OpenAIRetries) -> dict[str, Any]:
     }
 
 
+def engine_gpus(placement: ClusterConfig) -> int:
+    """GPUs per vLLM engine (`cluster.tensor_parallel`); ConfigError for several engines per step,
+    which are not built yet (one engine plays all of a step's episodes)."""
+    if placement.rollout_engines > 1:
+        raise ConfigError(
+            f"cluster.rollout_engines {placement.rollout_engines}: several engines sharing a step's "
+            "episodes are not supported yet; set it to 1 (cluster.tensor_parallel spreads one engine over GPUs)"
+        )
+    return placement.tensor_parallel
+
+
 def build_driver(
     cfg: EpisodeStageConfig, episode: EpisodeSection, seed: int, task: Task
 ) -> EpisodeDriver | AsyncEpisodeDriver:
@@ -79,15 +102,16 @@ def build_driver(
     and the driver `episode.driver` names (async needs an engine that streams; else sync, logged)."""
     if cfg.simulator == SimulatorKind.llm:  # before any engine is built
         task.check_simulator_engine(resolve_kind(cfg.simulator_engine or cfg.engine).value)
+    gpus = engine_gpus(cluster_section())
     openai = openai_options(cfg)
-    agent = engine_for(cfg.engine, cfg.model, seed, episode.max_model_len, openai)
+    agent = engine_for(cfg.engine, cfg.model, seed, episode.max_model_len, openai, gpus)
     sim_engine = None
     if cfg.simulator == SimulatorKind.llm:
         sim_kind = cfg.simulator_engine or cfg.engine
         sim_engine = (
             agent
             if cfg.simulator_model is None
-            else engine_for(sim_kind, cfg.simulator_model, seed, episode.max_model_len, openai)
+            else engine_for(sim_kind, cfg.simulator_model, seed, episode.max_model_len, openai, gpus)
         )
     max_chars = task.reply_cut(episode.sim_max_chars)
     simulator = make_simulator(cfg.simulator, task, sim_engine, episode.sim_max_tokens, max_chars)
