@@ -14,7 +14,7 @@ import typer
 
 from components.config.sections import EvalConfig, RolloutsConfig
 from components.config.training import ActorConfig, Algo, TrainConfig
-from flows.options import EPISODE_FIELDS, cli_options, extra_option
+from flows.options import EPISODE_FIELDS, cli_options, cluster_option, extra_option
 from flows.plan import PipelineParams
 
 app = typer.Typer(
@@ -193,6 +193,7 @@ SEED_OPTIONS = [
     extra=[
         *SEED_OPTIONS,
         _task_option(),
+        cluster_option(),
         extra_option(
             "register",
             bool,
@@ -210,15 +211,18 @@ def evaluate(
     seeds: Optional[str] = None,
     task: Optional[str] = None,
     register: bool = False,
+    overrides: Optional[list[str]] = None,
     **options,
 ) -> None:
     """Evaluate a model on a collaborative task (a Prefect flow; logged to MLflow)."""
     from flows.eval_flow import EvalParams, eval_flow, resolve, summary_table
 
     _setup()
-    params = EvalParams(**options, seeds=_seeds(seed, seeds), task=task, register_model=register)
+    params = EvalParams(
+        **options, seeds=_seeds(seed, seeds), task=task, register_model=register, overrides=overrides or []
+    )
     cfg, task = _resolve_checked(resolve, params, "eval")
-    metrics = _tracked_flow(eval_flow, params)
+    metrics = _tracked_flow(_placed(eval_flow, resolve, params), params)
     typer.echo(
         f"\nevaluation of {cfg.model} on {task} ({_simulator(cfg)} simulator), outputs in {cfg.out_dir}, "
         f"MLflow run {metrics['mlflow_run_id']}:\n{summary_table(metrics)}"
@@ -232,15 +236,17 @@ def evaluate(
 
 
 @app.command("rollouts")
-@cli_options(RolloutsConfig, "rollouts", (*EPISODE_FIELDS, "per_task", "seed"), OUT, extra=[_task_option()])
-def rollouts(task: Optional[str] = None, **options) -> None:
+@cli_options(
+    RolloutsConfig, "rollouts", (*EPISODE_FIELDS, "per_task", "seed"), OUT, extra=[_task_option(), cluster_option()]
+)
+def rollouts(task: Optional[str] = None, overrides: Optional[list[str]] = None, **options) -> None:
     """Sample K scored trajectories per task (SWEET-RL step 1; a Prefect flow logged to MLflow)."""
     from flows.rollouts_flow import RolloutsParams, resolve, rollouts_flow, summary_table
 
     _setup()
-    params = RolloutsParams(**options, task=task)
+    params = RolloutsParams(**options, task=task, overrides=overrides or [])
     cfg, task = _resolve_checked(resolve, params, "rollouts")
-    metrics = _tracked_flow(rollouts_flow, params)
+    metrics = _tracked_flow(_placed(rollouts_flow, resolve, params), params)
     typer.echo(
         f"\nrollouts of {cfg.model} on {task} (K={cfg.per_task}, {_simulator(cfg)} simulator, split "
         f"{cfg.split.value}), trajectories in {cfg.out_dir / 'trajectories.jsonl'}, "
@@ -261,23 +267,26 @@ def rollouts(task: Optional[str] = None, **options) -> None:
             typer.Option(None, help=f"{ActorConfig.model_fields['algo'].description} [params.yaml actor.algo]"),
         ),
         _task_option(),
+        cluster_option(),
     ],
 )
-def train(algo: Optional[Algo] = None, task: Optional[str] = None, **options) -> None:
+def train(
+    algo: Optional[Algo] = None, task: Optional[str] = None, overrides: Optional[list[str]] = None, **options
+) -> None:
     """Improve an actor from scored rollouts (a Prefect flow; each step tracked in MLflow)."""
     from components.config.sections import ConfigError
     from flows.steps import check_step_folder
     from flows.train_flow import TrainParams, check_inputs, resolve, train_flow
 
     _setup()
-    params = TrainParams(algo=algo, task=task, **options)
+    params = TrainParams(algo=algo, task=task, overrides=overrides or [], **options)
     try:
         doc = resolve(params)
         check_inputs(doc)
         check_step_folder(Path(doc["train"]["out_dir"]))
     except (ConfigError, FileNotFoundError, ValueError) as exc:
         _fail(str(exc))
-    result = _tracked_flow(train_flow, params)
+    result = _tracked_flow(_placed(train_flow, resolve, params), params)
     typer.echo(
         f"\ntrained actor: {result['actor_model']} (MLflow run {result['mlflow_run_id']})\n"
         f"{result['summary']}\nevaluate it with: sweetflow eval --model {result['actor_model']}"
@@ -315,8 +324,7 @@ def _pipeline_plan(options: dict):
 def run(**options) -> None:
     """The whole pipeline (a Prefect flow): evaluate the base model, then N iterations of rollouts,
     training and evaluation (or CORY/PPO on GSM8K); DVC skips unchanged steps, MLflow tracks every step."""
-    from flows.cluster import cluster_config, placed
-    from flows.pipeline_flow import iteration_count, pipeline_flow
+    from flows.pipeline_flow import iteration_count, pipeline_flow, resolve
 
     _setup()
     params, plan = _pipeline_plan(options)
@@ -326,7 +334,7 @@ def run(**options) -> None:
         f"pipeline run {plan.run_dir} ({params.algo.value} on {plan.task}, profile {params.profile}, "
         f"{iteration_count(params, plan)} iteration(s))"
     )
-    result = _tracked_flow(placed(pipeline_flow, cluster_config(plan.doc)), params)
+    result = _tracked_flow(_placed(pipeline_flow, lambda p: resolve(p).doc, params), params)
     typer.echo(f"\n{result['summary']}\ncompare runs: sweetflow compare   (MLflow run {result['mlflow_run_id']})")
 
 
@@ -343,6 +351,17 @@ def params(**options) -> None:
         f"run folder {plan.run_dir}"
     )
     typer.echo(yaml.safe_dump(plan.doc, sort_keys=False).rstrip())
+
+
+def _placed(flow: Callable[[Any], Any], resolve: Callable[[Any], dict], params: Any) -> Callable[[Any], Any]:
+    """`flow` on the task runner its resolved `cluster` section asks for (flows/cluster.py)."""
+    from components.config.sections import ConfigError
+    from flows.cluster import cluster_config, placed
+
+    try:
+        return placed(flow, cluster_config(resolve(params)))
+    except ConfigError as exc:
+        _fail(str(exc))
 
 
 def _resolve_checked(resolve: Callable[[Any], dict], params: Any, section: str) -> tuple[Any, str]:

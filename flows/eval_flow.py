@@ -18,10 +18,12 @@ from pydantic import Field
 
 from components.config.sections import ConfigError, EvalConfig
 from components.tracking import store as tracking
-from flows.options import EPISODE_FIELDS, flow_params, task_field
+from flows.cluster import cluster_config, run_step
+from flows.options import EPISODE_FIELDS, cluster_field, flow_params, task_field
 from flows.plan import ZERO_SHOT
 from flows.steps import (
     check_step_folder,
+    cluster_settings,
     dvc_repro,
     format_table,
     registry_gate,
@@ -39,6 +41,7 @@ EvalParams = flow_params(
     EvalConfig,
     (*EPISODE_FIELDS, "seeds"),
     task=task_field(),
+    overrides=cluster_field(),
     register_model=(
         bool,
         Field(
@@ -54,7 +57,12 @@ def resolve(params: EvalParams) -> dict:
     """The run's parameters (task, the task's sections, episode, eval); raises ConfigError on bad values."""
     task = task_name(params.task)
     doc = stages_doc(
-        with_generator(task, [ZERO_SHOT]), task, {"eval": params.model_dump(exclude={"register_model", "task"})}
+        with_generator(task, [ZERO_SHOT]),
+        task,
+        {
+            "eval": params.model_dump(exclude={"register_model", "task", "overrides"}),
+            "cluster": cluster_settings(params.overrides),
+        },
     )
     if params.register_model and not Path(doc["eval"]["model"]).is_dir():
         raise ConfigError(f"--register needs a local model folder; '{doc['eval']['model']}' is not one")
@@ -116,7 +124,7 @@ def eval_flow(params: EvalParams = EvalParams()) -> dict:
     tracking.configure()
     task = doc["task"]["name"]
     dvc_yaml = write_task_stage(Path(doc["eval"]["out_dir"]), ZERO_SHOT, doc)
-    ran = evaluate_step(dvc_yaml)
+    ran = run_step(evaluate_step, ZERO_SHOT, cluster_config(doc), dvc_yaml)
     tracked = track_step(dvc_yaml, ran, doc)
     metrics = tracked["metrics"]
     get_run_logger().info("MLflow run %s\n%s", tracked["run_id"], summary_table(metrics))

@@ -30,6 +30,26 @@ def flow_params(
     return model
 
 
+def cluster_field() -> tuple[Any, Any]:
+    """The `overrides` parameter of the single-step flows: `cluster.key=value` settings (`-S`)."""
+    return (
+        list[str],
+        Field(
+            default_factory=list,
+            description="cluster.key=value settings of where the step runs, e.g. cluster.backend=ray (-S, repeatable)",
+        ),
+    )
+
+
+def cluster_option() -> inspect.Parameter:
+    """The single-step commands' `-S/--set`, for the cluster section only."""
+    return extra_option(
+        "overrides",
+        Optional[list[str]],
+        typer.Option(None, "-S", "--set", help="cluster.key=value: where the step runs, e.g. -S cluster.backend=ray"),
+    )
+
+
 def task_field() -> tuple[Any, Any]:
     """The `task` parameter of the single-step flows (None: params.yaml's task.name)."""
     from components.tasks.registry import TASKS

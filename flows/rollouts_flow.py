@@ -16,10 +16,12 @@ from prefect import flow, get_run_logger, task
 
 from components.config.sections import EpisodeSection, RolloutsConfig, check_rollouts
 from components.tracking import store as tracking
-from flows.options import EPISODE_FIELDS, flow_params, task_field
+from flows.cluster import cluster_config, run_step
+from flows.options import EPISODE_FIELDS, cluster_field, flow_params, task_field
 from flows.plan import ROLLOUTS
 from flows.steps import (
     check_step_folder,
+    cluster_settings,
     dvc_repro,
     format_table,
     stages_doc,
@@ -36,13 +38,18 @@ RolloutsParams = flow_params(
     RolloutsConfig,
     (*EPISODE_FIELDS, "per_task", "seed"),
     task=task_field(),
+    overrides=cluster_field(),
 )
 
 
 def resolve(params: RolloutsParams) -> dict:
     """The run's parameters (task, the task's sections, episode, rollouts); raises ConfigError on bad values."""
     task = task_name(params.task)
-    doc = stages_doc(with_generator(task, [ROLLOUTS]), task, {"rollouts": params.model_dump(exclude={"task"})})
+    settings = {
+        "rollouts": params.model_dump(exclude={"task", "overrides"}),
+        "cluster": cluster_settings(params.overrides),
+    }
+    doc = stages_doc(with_generator(task, [ROLLOUTS]), task, settings)
     check_rollouts(RolloutsConfig.model_validate(doc["rollouts"]), EpisodeSection.model_validate(doc["episode"]))
     return doc
 
@@ -93,7 +100,7 @@ def rollouts_flow(params: RolloutsParams = RolloutsParams()) -> dict:
     check_step_folder(Path(doc["rollouts"]["out_dir"]))
     tracking.configure()
     dvc_yaml = write_task_stage(Path(doc["rollouts"]["out_dir"]), ROLLOUTS, doc)
-    ran = rollouts_step(dvc_yaml)
+    ran = run_step(rollouts_step, ROLLOUTS, cluster_config(doc), dvc_yaml)
     tracked = track_step(dvc_yaml, ran, doc)
     get_run_logger().info("MLflow run %s\n%s", tracked["run_id"], summary_table(tracked["metrics"]))
     return tracked["metrics"] | {"mlflow_run_id": tracked["run_id"], "ran": ran}

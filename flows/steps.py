@@ -44,14 +44,31 @@ def task_name(task: str | None) -> str:
 
 def stages_doc(stages: Sequence[str], task: str, overrides: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """`step_doc` of every section `stages` read when playing `task` (in the stages' order), the
-    `task` section naming it."""
+    `task` section naming it, and the `cluster` section (where the steps run; no stage's DVC param)."""
     from components.stages.catalogue import STAGES
     from components.tasks.registry import task_class
 
     names: list[str] = []
     for stage in stages:
         names += [n for n in STAGES[stage].sections_for(task_class(task).sections) if n not in names]
-    return step_doc(names, overrides | {"task": {"name": task}})
+    return step_doc([*names, "cluster"], overrides | {"task": {"name": task}})
+
+
+def cluster_settings(items: Sequence[str]) -> dict[str, Any]:
+    """A single-step command's `-S cluster.key=value` items as overrides of the `cluster` section;
+    ConfigError for another section (those have the command's own options)."""
+    from flows.profiles import parse_override, set_path
+
+    doc: dict[str, Any] = {}
+    for item in items:
+        path, value = parse_override(item)
+        if path[0] != "cluster":
+            raise ConfigError(
+                f"-S {item}: single-step commands take -S for the cluster section only (e.g. -S "
+                f"cluster.backend=ray); set {path[0]} with the command's options or in params.yaml"
+            )
+        set_path(doc, path, value)
+    return doc.get("cluster", {})
 
 
 def with_generator(task: str, stages: Sequence[str]) -> list[str]:

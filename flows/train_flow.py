@@ -25,9 +25,10 @@ from pydantic import Field
 from components.config.training import ActorConfig, Algo, TrainConfig, TrainLayout
 from components.stages.catalogue import STAGES, training_stages
 from components.tracking import store as tracking
-from flows.options import flow_params, task_field
+from flows.cluster import cluster_config, run_step
+from flows.options import cluster_field, flow_params, task_field
 from flows.plan import write_stages
-from flows.steps import check_step_folder, dvc_repro, format_table, stages_doc, task_name
+from flows.steps import check_step_folder, cluster_settings, dvc_repro, format_table, stages_doc, task_name
 from flows.tracking import track_stage
 
 TRAIN_FIELDS = ("trajectories", "model", "out_dir")
@@ -38,6 +39,7 @@ TrainParams = flow_params(
     TRAIN_FIELDS,
     algo=(Optional[Algo], Field(None, description=ActorConfig.model_fields["algo"].description)),
     task=task_field(),
+    overrides=cluster_field(),
 )
 
 
@@ -48,7 +50,11 @@ def resolve(params: TrainParams) -> dict:
 
     algo = params.algo.value if params.algo else read_params(PARAMS).get("actor", {}).get("algo", Algo.sweet.value)
     task = task_name(params.task)
-    overrides = {"train": params.model_dump(include=set(TRAIN_FIELDS)), "actor": {"algo": params.algo}}
+    overrides = {
+        "train": params.model_dump(include=set(TRAIN_FIELDS)),
+        "actor": {"algo": params.algo},
+        "cluster": cluster_settings(params.overrides),
+    }
     return stages_doc(training_stages(algo), task, overrides)
 
 
@@ -67,7 +73,7 @@ def check_inputs(doc: dict) -> None:
 
 
 @task(name="train-step", timeout_seconds=12 * 3600, task_run_name="{stage}")
-def run_step(dvc_yaml: Path, stage: str) -> bool:
+def train_step(dvc_yaml: Path, stage: str) -> bool:
     return dvc_repro(dvc_yaml, stage)
 
 
@@ -112,7 +118,7 @@ def train_flow(params: TrainParams = TrainParams()) -> dict:
     with mlflow.start_run(experiment_id=experiment, run_name=f"train {algo}", tags=tracking.provenance_tags()) as run:
         mlflow.log_params(tracking.flatten({"train": doc["train"], "algo": algo}))
         for stage in stages:
-            ran = run_step(dvc_yaml, stage)
+            ran = run_step(train_step, stage, cluster_config(doc), dvc_yaml, stage)
             results[STAGES[stage].label] = track_step(dvc_yaml, stage, ran, run.info.run_id, experiment)["metrics"]
         table = summary_table(algo, root, results)
         get_run_logger().info("MLflow run %s\n%s", run.info.run_id, table)

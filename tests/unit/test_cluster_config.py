@@ -44,3 +44,17 @@ def test_episode_steps_give_their_engine_the_tensor_parallel_gpus_and_refuse_sev
     assert engine_gpus(ClusterConfig(tensor_parallel=4)) == 4
     with pytest.raises(ConfigError, match="rollout_engines 2: several engines .* not supported yet"):
         engine_gpus(ClusterConfig(rollout_engines=2))
+
+
+def test_single_step_commands_take_cluster_settings_only(tmp_path, monkeypatch):
+    from components.config.sections import ConfigError
+    from flows.steps import cluster_settings, stages_doc
+
+    assert cluster_settings(["cluster.backend=ray", "cluster.resources.critic.gpus=1"]) == {
+        "backend": "ray",
+        "resources": {"critic": {"gpus": 1}},
+    }
+    with pytest.raises(ConfigError, match="-S data.source=hub: single-step commands take -S for the cluster"):
+        cluster_settings(["data.source=hub"])
+    doc = stages_doc(["eval_zero_shot"], "elicitation", {"cluster": {"backend": "ray"}})
+    assert doc["cluster"]["backend"] == "ray" and doc["cluster"]["rollout_engines"] == 1
