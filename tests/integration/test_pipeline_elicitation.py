@@ -16,7 +16,7 @@ import yaml
 from flows.plan import CODE_ROOT
 from tests.conftest import git_dvc_init
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]  # ~7 min: CI runs it with `make test-slow`
 SWEET = ["rollouts", "train_pairs", "critic", "candidates", "ranking", "turn_pairs", "actor", "eval_actor"]
 
 
