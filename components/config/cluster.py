@@ -86,6 +86,11 @@ class ClusterConfig(_Section):
             raise ValueError(f"address {self.address!r} is set but backend is local: set backend ray to use it")
         if self.local_cpus is not None and self.address is not None:
             raise ValueError("local_cpus sizes a local Ray cluster; it does not apply with an address")
+        if self.rollout_engines > 1 and self.backend == Backend.local:
+            raise ValueError(
+                f"rollout_engines {self.rollout_engines} shares a step's episodes between engines on a Ray "
+                "cluster: set backend ray (one engine plays them all with backend local)"
+            )
         return self
 
     def resources_for(self, stage: str) -> StageResources:

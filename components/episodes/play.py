@@ -16,9 +16,8 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from components.cluster.connect import cluster_section
-from components.config.cluster import ClusterConfig
-from components.config.sections import ConfigError, DriverKind, EpisodeSection, EpisodeStageConfig, OpenAIRetries
+from components.cluster.connect import cluster_section, join
+from components.config.sections import DriverKind, EpisodeSection, EpisodeStageConfig, OpenAIRetries
 from components.data.records import Trajectory, read_resumable, write_jsonl
 from components.engines.base import Engine, StreamingEngine
 from components.engines.factory import EngineKind, make_engine, resolve_kind
@@ -84,25 +83,14 @@ def openai_options(cfg: OpenAIRetries) -> dict[str, Any]:
     }
 
 
-def engine_gpus(placement: ClusterConfig) -> int:
-    """GPUs per vLLM engine (`cluster.tensor_parallel`); ConfigError for several engines per step,
-    which are not built yet (one engine plays all of a step's episodes)."""
-    if placement.rollout_engines > 1:
-        raise ConfigError(
-            f"cluster.rollout_engines {placement.rollout_engines}: several engines sharing a step's "
-            "episodes are not supported yet; set it to 1 (cluster.tensor_parallel spreads one engine over GPUs)"
-        )
-    return placement.tensor_parallel
-
-
 def build_driver(
-    cfg: EpisodeStageConfig, episode: EpisodeSection, seed: int, task: Task
+    cfg: EpisodeStageConfig, episode: EpisodeSection, seed: int, task: Task, gpus: int = 1
 ) -> EpisodeDriver | AsyncEpisodeDriver:
-    """The agent engine (built once), the simulator (sharing the agent engine unless told not to),
-    and the driver `episode.driver` names (async needs an engine that streams; else sync, logged)."""
+    """The agent engine (built once; vLLM on `gpus` GPUs), the simulator (sharing the agent engine
+    unless told not to), and the driver `episode.driver` names (async needs an engine that streams;
+    else sync, logged)."""
     if cfg.simulator == SimulatorKind.llm:  # before any engine is built
         task.check_simulator_engine(resolve_kind(cfg.simulator_engine or cfg.engine).value)
-    gpus = engine_gpus(cluster_section())
     openai = openai_options(cfg)
     agent = engine_for(cfg.engine, cfg.model, seed, episode.max_model_len, openai, gpus)
     sim_engine = None
@@ -143,24 +131,39 @@ def close_engines(driver: EpisodeDriver | AsyncEpisodeDriver) -> None:
 def run_episodes(
     cfg: EpisodeStageConfig, episode: EpisodeSection, task: Task, jobs: list[EpisodeJob], traj_path: Path, seed: int
 ) -> dict[str, float]:
-    """Run `jobs`, appending each trajectory to `traj_path` as it ends; return speed figures."""
+    """Run `jobs`, appending each trajectory to `traj_path` as it ends; return speed figures. One
+    engine, or `cluster.rollout_engines` engines on the run's Ray cluster (components/cluster)."""
     if not jobs:
         return {"episodes_run": 0}
-    driver = build_driver(cfg, episode, seed, task)
+    placement = cluster_section()
+    append = lambda t: write_jsonl(traj_path, [t], append=True)  # noqa: E731
     start = time.perf_counter()
-    try:
-        trajs = driver.run(jobs, on_done=lambda t: write_jsonl(traj_path, [t], append=True))
-    finally:
-        close_engines(driver)
+    if placement.rollout_engines > 1 and join(placement):
+        from components.cluster.episodes import play_sharded
+
+        engines = min(placement.rollout_engines, len(jobs))
+        trajs, reencoded = play_sharded(cfg, episode, task, jobs, seed, engines, placement.tensor_parallel, append)
+    else:
+        engines = 1
+        trajs, reencoded = _play(build_driver(cfg, episode, seed, task, placement.tensor_parallel), jobs, append)
     elapsed = time.perf_counter() - start
     tokens = sum(len(turn.response_ids) for t in trajs for turn in t.turns)
     return {
         "episodes_run": len(trajs),
+        "engines": engines,
         "rollout_seconds": elapsed,
         "episodes_per_s": len(trajs) / elapsed,
         "agent_tokens_per_s": tokens / elapsed,
-        "prompt_reencoded": driver.stats.prompt_reencoded,
+        "prompt_reencoded": reencoded,
     }
+
+
+def _play(driver: EpisodeDriver | AsyncEpisodeDriver, jobs: list[EpisodeJob], on_done) -> tuple[list[Trajectory], int]:
+    """`jobs` on one driver, its engines closed after; the trajectories and the prompts re-encoded."""
+    try:
+        return driver.run(jobs, on_done=on_done), driver.stats.prompt_reencoded
+    finally:
+        close_engines(driver)
 
 
 def score_trajectories(task: Task, records: Sequence[Any], trajs: list[Trajectory]) -> list[Trajectory]:

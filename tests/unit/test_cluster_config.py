@@ -30,20 +30,12 @@ def test_a_stage_gets_its_own_resources_else_the_default():
         ({"backend": "slurm"}, "backend"),
         ({"resources": {"default": {"cpus": 0}}}, "cpus"),
         ({"train_processes": 0}, "train_processes"),
+        ({"rollout_engines": 2}, "rollout_engines 2 shares a step's episodes between engines on a Ray cluster"),
     ],
 )
 def test_contradictions_and_unknown_names_are_refused(values, message):
     with pytest.raises(ValidationError, match=message):
         ClusterConfig(**values)
-
-
-def test_episode_steps_give_their_engine_the_tensor_parallel_gpus_and_refuse_several_engines():
-    from components.config.sections import ConfigError
-    from components.episodes.play import engine_gpus
-
-    assert engine_gpus(ClusterConfig(tensor_parallel=4)) == 4
-    with pytest.raises(ConfigError, match="rollout_engines 2: several engines .* not supported yet"):
-        engine_gpus(ClusterConfig(rollout_engines=2))
 
 
 def test_single_step_commands_take_cluster_settings_only(tmp_path, monkeypatch):

@@ -75,7 +75,7 @@ def setup(tmp_path, monkeypatch):
     tasks_file = tmp_path / "tasks.jsonl"
     tasks_file.write_text("".join(make_task(n).model_dump_json() + "\n" for n in ("add", "sub", "mul")))
     calls, crash = [], {"after": None}
-    monkeypatch.setattr(evaluate, "build_driver", lambda cfg, ep, seed, task: FakeDriver(calls, crash["after"]))
+    monkeypatch.setattr(evaluate, "build_driver", lambda cfg, ep, seed, task, gpus=1: FakeDriver(calls, crash["after"]))
     monkeypatch.setattr(evaluate, "score_trajectories", fake_score)
     cfg = RolloutsConfig(split="all", limit=None, per_task=2, seed=7)
     task = ColbenchBackend({"data": DataConfig(backend_tasks=tasks_file)})
