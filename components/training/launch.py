@@ -21,8 +21,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from components.cluster.connect import cluster_section
 from components.config.cluster import ClusterConfig, TrainStrategy
-from components.config.sections import ConfigError, load_section
+from components.config.sections import ConfigError
 from components.config.training import OptimConfig
 from components.training import distributed
 
@@ -80,7 +81,7 @@ def train_processes(module: str, args: list[str], optim: OptimConfig) -> None:
             logging.getLogger().setLevel(logging.WARNING)  # one copy of the step's info lines: rank 0's
         return
     try:
-        cluster = load_section(ClusterConfig, "cluster")
+        cluster = cluster_section()
         if cluster.train_processes > 1:
             check_strategy(cluster.train_strategy)
             distributed.check_batch(optim.batch_size, optim.micro_batch_size, cluster.train_processes)
