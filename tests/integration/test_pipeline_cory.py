@@ -98,6 +98,7 @@ def test_ppo_trains_one_agent_on_the_same_stage(overrides):
     assert agents == {"agent0"} and "agent1" not in result["summary"]
 
 
+@pytest.mark.slow  # minutes: CI runs it with `make test-slow`
 def test_a_cory_pipeline_killed_mid_training_resumes_after_its_last_iteration(overrides, project_dir):
     cmd = [
         str(Path(sys.executable).parent / "sweetflow"),

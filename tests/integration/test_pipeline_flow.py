@@ -153,6 +153,7 @@ def test_an_iteration_without_signal_carries_the_actor_forward(overrides, tiny_m
     assert len(seeds) == 2  # the next iteration samples afresh
 
 
+@pytest.mark.slow  # minutes: CI runs it with `make test-slow`
 def test_a_pipeline_killed_in_training_resumes_from_its_checkpoint(overrides, project_dir):
     slow = [o for o in overrides if not o.startswith("critic.optim")] + [
         "critic.optim={lr: 0.001, epochs: 3, max_steps: 30, batch_size: 2, micro_batch_size: 1, checkpoint_every: 1}"
