@@ -67,10 +67,6 @@ def calls_of(task: BackendTask) -> list[str]:
     return list(task.test_cases.values())
 
 
-def _failed(index: int, total: int, error: str) -> ScoreResult:
-    return ScoreResult(index=index, score=0.0, passed=0, total=total, success=False, error=error)
-
-
 class ReferenceCache:
     """Reference outputs on disk, one JSON file per key; `root=None` keeps them in memory only."""
 
@@ -149,9 +145,9 @@ def score_answers(
     jobs = []
     for pos, (index, code, reason) in enumerate(prepared):
         if not 0 <= index < len(tasks):
-            results[pos] = _failed(index, 0, f"task index {index} out of range 0..{len(tasks) - 1}")
+            results[pos] = ScoreResult.failed(index, 0, f"task index {index} out of range 0..{len(tasks) - 1}")
         elif reason is not None:
-            results[pos] = _failed(index, len(tasks[index].test_cases), reason)
+            results[pos] = ScoreResult.failed(index, len(tasks[index].test_cases), reason)
         else:
             jobs.append((pos, index, code))
     if not jobs:
@@ -209,7 +205,7 @@ def _read_answers(path: Path, n_tasks: int) -> list[tuple[int, str] | ScoreResul
                 rows.append((row.index, row.answer))
             except RecordError as exc:
                 print(f"warning: malformed answers row: {exc}", file=sys.stderr)
-                rows.append(_failed(_raw_index(line), 0, f"malformed answers row: {exc}"))
+                rows.append(ScoreResult.failed(_raw_index(line), 0, f"malformed answers row: {exc}"))
     return rows
 
 

@@ -14,3 +14,8 @@ class ScoreResult(BaseModel):
     total: int = Field(ge=0)
     success: bool = Field(description="every part right (score == 1.0)")
     error: str | None = Field(default=None, description="why the answer lost points, if known")
+
+    @classmethod
+    def failed(cls, index: int, total: int, error: str) -> "ScoreResult":
+        """Score 0 of `total` parts, and why (an answer that could not be scored, or a bad task index)."""
+        return cls(index=index, score=0.0, passed=0, total=total, success=False, error=error)

@@ -75,10 +75,6 @@ def _image(png: bytes) -> dict:
     return {"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(png).decode()}}
 
 
-def _zero(index: int, error: str) -> ScoreResult:
-    return ScoreResult(index=index, score=0.0, passed=0, total=1, success=False, error=error)
-
-
 class ColbenchFrontend(Task):
     name = "colbench-frontend"
     record = FrontendTask
@@ -174,9 +170,9 @@ class ColbenchFrontend(Task):
         results = []
         for (index, _), ok, page in zip(answers, in_range, pages):
             if not ok:
-                results.append(_zero(index, f"task index {index} out of range ({len(records)} tasks)"))
+                results.append(ScoreResult.failed(index, 1, f"task index {index} out of range ({len(records)} tasks)"))
             elif page is None:
-                results.append(_zero(index, "no page (<html> or <body>) in the answer"))
+                results.append(ScoreResult.failed(index, 1, "no page (<html> or <body>) in the answer"))
             else:
                 results.append(self._score_page(index, shots[page], shots[records[index].ground_truth]))
         return results

@@ -187,7 +187,7 @@ class ElicitationTask(Task):
         for index, answer in answers:
             if not 0 <= index < len(records):
                 error = f"task index {index} out of range ({len(records)} tasks)"
-                results.append(ScoreResult(index=index, score=0.0, passed=0, total=0, success=False, error=error))
+                results.append(ScoreResult.failed(index, 0, error))
             else:
                 results.append(score_one(index, records[index], answer))
         return results
