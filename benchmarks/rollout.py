@@ -27,6 +27,12 @@ The sync-vs-async figures of issue 15 (item 7) came from `--episodes 64 --turns 
 token cap in most turns (128 tokens: 64 episodes x 3 turns averaged 119 of 128), so every turn's
 batch ends together and there is nothing for the async driver to win; at 0.7 with a 512 cap the
 first turn's lengths spread from ~110 to 512 tokens (17 of 64 capped, measured once on 64 first-turn prompts).
+Measured 2026-12-04 (2 cores shared with other jobs, load 1.4-4.8): async/sync median 0.96 over 6
+rounds (2 turns), 0.59 in one 4-turn round under load. The goal (>= 1.3) is not reached because
+the same episodes run long in every turn: the longest episode was as long as the sum of the
+turns' longest responses (`lock_step`: 1024 = 1024 steps for 2 turns, 2048 = 2048 for 4), so the
+async schedule cannot take fewer engine steps or batch more (mean 40 per step either way), and
+both drivers spend > 99% of the wall time waiting on an engine that keeps both cores busy.
 """
 
 from __future__ import annotations
