@@ -14,6 +14,20 @@ def prefect_harness():
         yield
 
 
+@pytest.fixture(scope="module")
+def vllm_engine(prepared_model_dir):
+    """A vLLM engine on the default model, built once per test module (skipped where vLLM does not import)."""
+    from components.engines.factory import vllm_available
+
+    if not vllm_available():
+        pytest.skip("vLLM is not importable here")
+    from components.engines.vllm_engine import VLLMEngine
+
+    built = VLLMEngine(prepared_model_dir, max_model_len=4096)
+    yield built
+    built.close()
+
+
 @pytest.fixture
 def project_dir(tmp_path, monkeypatch):
     """tmp_path as the working directory, with MLflow pointed at a store of its own inside it."""

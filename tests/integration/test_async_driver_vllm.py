@@ -41,16 +41,8 @@ CFG = EpisodeConfig(max_turns=3, temperature=1.0, max_tokens=48, max_model_len=4
 
 
 @pytest.fixture(scope="module")
-def engine(prepared_model_dir):
-    from components.engines.factory import vllm_available
-
-    if not vllm_available():
-        pytest.skip("vLLM is not importable here")
-    from components.engines.vllm_engine import VLLMEngine
-
-    built = VLLMEngine(prepared_model_dir, max_model_len=4096)
-    yield built
-    built.close()
+def engine(vllm_engine):
+    return vllm_engine
 
 
 def jobs(count: int) -> list[EpisodeJob]:

@@ -25,16 +25,8 @@ for _key, _value in {
 
 
 @pytest.fixture(scope="module")
-def engine(prepared_model_dir):
-    from components.engines.factory import vllm_available
-
-    if not vllm_available():
-        pytest.skip("vLLM is not importable here")
-    from components.engines.vllm_engine import VLLMEngine
-
-    built = VLLMEngine(prepared_model_dir, max_model_len=4096)
-    yield built
-    built.close()
+def engine(vllm_engine):
+    return vllm_engine
 
 
 def _long_prompts(tokenizer, count: int = 32, length: int = 300) -> list[list[int]]:
