@@ -40,6 +40,7 @@ test-slow: data model
 bench: data model
 	$(BIN)/python benchmarks/learning.py
 	$(BIN)/python benchmarks/scoring.py
+	$(BIN)/python benchmarks/scoring_ray.py
 	$(BIN)/python benchmarks/rollout.py
 	$(BIN)/python benchmarks/vllm_compile.py
 
