@@ -1,6 +1,8 @@
 """Integration fixtures: one Prefect test server (its own SQLite database) for the session, and a
 project folder of its own per test (the working directory, with its own MLflow store)."""
 
+import os
+
 import pytest
 
 from tests.conftest import DEFAULT_MODEL_DIR, TASKS_FILE, git_dvc_init
@@ -16,8 +18,12 @@ def prefect_harness():
 
 @pytest.fixture(scope="module")
 def vllm_engine(prepared_model_dir):
-    """A vLLM engine on the default model, built once per test module (skipped where vLLM does not import)."""
+    """A vLLM engine on the default model, built once per test module (skipped where vLLM does not
+    import), with a 2 GB KV cache on both cores unless the environment says otherwise."""
     from components.engines.factory import vllm_available
+
+    for key, value in {"VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}.items():
+        os.environ.setdefault(key, value)
 
     if not vllm_available():
         pytest.skip("vLLM is not importable here")

@@ -29,12 +29,6 @@ from tests.factories import make_task
 
 pytestmark = pytest.mark.integration
 
-for _key, _value in {
-    "VLLM_CPU_KVCACHE_SPACE": "2",
-    "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
-    "TOKENIZERS_PARALLELISM": "false",
-}.items():
-    os.environ.setdefault(_key, _value)
 
 BACKEND = ColbenchBackend({"data": DataConfig()})
 CFG = EpisodeConfig(max_turns=3, temperature=1.0, max_tokens=48, max_model_len=4096)

@@ -8,20 +8,12 @@ a transformers forward pass) and the seeding choice: per-request seeds with a st
 from __future__ import annotations
 
 import math
-import os
 
 import pytest
 
 from components.engines.base import Engine, SamplingConfig
 
 pytestmark = pytest.mark.integration
-
-for _key, _value in {
-    "VLLM_CPU_KVCACHE_SPACE": "2",
-    "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
-    "TOKENIZERS_PARALLELISM": "false",
-}.items():
-    os.environ.setdefault(_key, _value)
 
 
 @pytest.fixture(scope="module")
