@@ -27,9 +27,9 @@ class Backend(str, Enum):
 
 
 class TrainStrategy(str, Enum):
-    ddp = "ddp"  # data parallel, a full copy per process (CPU: gloo; the tested path here)
-    fsdp2 = "fsdp2"  # PyTorch FSDP2 (GPU): its accelerate config ships; refused until the loop shards
-    zero3 = "zero3"  # DeepSpeed ZeRO-3 (GPU; pip install deepspeed): config ships; refused likewise
+    ddp = "ddp"  # data parallel, a full copy per process (tested on CPU with gloo; not run on GPUs)
+    fsdp2 = "fsdp2"  # PyTorch FSDP2, sharded by the loop (training/sharding.py; tested on CPU with gloo only)
+    zero3 = "zero3"  # DeepSpeed ZeRO-3 (pip install deepspeed): config ships; refused (the loop does not use it)
 
 
 class StageResources(_Section):
@@ -64,8 +64,9 @@ class ClusterConfig(_Section):
     )
     train_strategy: TrainStrategy = Field(
         TrainStrategy.ddp,
-        description="train_processes > 1: ddp (CPU: gloo; GPU: nccl) | fsdp2 | zero3 (GPU; their accelerate "
-        "configs ship in configs/accelerate, but the training stages refuse them until the loop shards)",
+        description="train_processes > 1: ddp (a whole model per process) | fsdp2 (weights, gradients and "
+        "optimizer state sharded over the processes) — both CPU: gloo, GPU: nccl | zero3 (config ships in "
+        "configs/accelerate; refused)",
     )
 
     @field_validator("resources")

@@ -18,6 +18,7 @@ import gc
 import hashlib
 import json
 from collections import defaultdict
+from functools import partial
 from itertools import chain
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -31,16 +32,25 @@ from components.lm.logprobs import per_turn_logprobs, token_logprobs
 from components.lm.sequences import Batch, TokenSequence, collate
 from components.lm.shared_prefix import continuation_logprobs
 
+SCORED_LOGITS = "scored_logits"  # a sharded model's own `scored_logits`, run inside its FSDP hooks
+
+
+def scored_logits(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, scored: torch.Tensor) -> torch.Tensor:
+    """The LM head's logits at the `scored` positions of the decoder's output (the model's forward,
+    with the head applied only where a log-prob is needed)."""
+    hidden = model.get_decoder()(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+    return model.get_output_embeddings()(hidden[:, :-1][scored])
+
 
 def turn_logprob_sums(model, batch: Batch) -> torch.Tensor:
-    """Sum of token log-probs per agent turn, shape (B, K); differentiable when grads are on."""
+    """Sum of token log-probs per agent turn, shape (B, K); differentiable when grads are on. A model
+    sharded with FSDP2 (training/sharding.py) carries `scored_logits` as a method that gathers its
+    weights (it calls the decoder and the head itself, never the model's own forward)."""
     device = next(model.parameters()).device
-    hidden = model.get_decoder()(
-        input_ids=batch.input_ids.to(device), attention_mask=batch.attention_mask.to(device)
-    ).last_hidden_state
     target = batch.turn_index[:, 1:].to(device)
     scored = target >= 0
-    logits = model.get_output_embeddings()(hidden[:, :-1][scored])
+    logits_of = getattr(model, SCORED_LOGITS, None) or partial(scored_logits, model)
+    logits = logits_of(batch.input_ids.to(device), batch.attention_mask.to(device), scored)
     labels = batch.input_ids[:, 1:].to(device)[scored]
     token_lp = torch.zeros(scored.shape, dtype=torch.float32, device=device)
     token_lp = token_lp.masked_scatter(scored, token_logprobs(logits, labels))

@@ -38,7 +38,7 @@ from components.stages.cli import stage_cli
 from components.stages.result import StageResult
 from components.training import distributed
 from components.training.launch import train_processes
-from components.training.loop import resume_point, summarize_history, train
+from components.training.loop import resume_point, summarize_history, train, whole_model
 from components.training.models import load_trainable, save_model
 
 log = logging.getLogger(__name__)
@@ -187,7 +187,7 @@ def run(cfg: ActorConfig, model: str, inputs: ActorInputs, out_dir: Path) -> Sta
     history = train(policy, examples, loss_fn, cfg.optim, out_dir, config, tokens_of)
     if not distributed.is_main():
         return StageResult()  # the other training processes are done: rank 0 writes the outputs
-    model_dir = save_model(policy, tokenizer, out_dir / "model", config)
+    model_dir = save_model(whole_model(policy, model, cfg.optim, out_dir), tokenizer, out_dir / "model", config)
     metrics = summarize_history(history) | {
         "examples": len(examples),
         "examples_too_long": too_long,

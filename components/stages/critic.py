@@ -40,7 +40,7 @@ from components.tasks.base import Task
 from components.tasks.registry import task_from_sections, task_sections
 from components.training import distributed
 from components.training.launch import train_processes
-from components.training.loop import resume_point, summarize_history, train
+from components.training.loop import resume_point, summarize_history, train, whole_model
 from components.training.models import load_trainable, save_model
 
 log = logging.getLogger(__name__)
@@ -164,6 +164,7 @@ def run(cfg: CriticConfig, trajectories: Path, pairs: Path, task: Task, out_dir:
     )
     if not distributed.is_main():
         return StageResult()  # the other training processes are done: rank 0 writes the outputs
+    model = whole_model(model, cfg.model, cfg.optim, out_dir)
     write_advantage_view(
         model,
         examples[:SAMPLE_PAIRS],

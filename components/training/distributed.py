@@ -68,9 +68,15 @@ def share(items: Sequence[T]) -> list[T]:
     return list(items[rank() :: world()])
 
 
+def missing_passes(n: int) -> int:
+    """How many fewer of `n` micro-batches this process's share holds than the largest share (0 or 1:
+    a short last batch), so that every process can run as many forward/backward passes."""
+    return -(-n // world()) - len(range(rank(), n, world()))
+
+
 def sum_gradients(params: Sequence[torch.Tensor]) -> None:
-    """Replace every gradient by its sum over the processes (a missing one counts as zeros: a process
-    with no micro-batch in a short last batch)."""
+    """Replace every gradient by its sum over the processes (a missing one counts as zeros: a parameter
+    this process's passes did not reach)."""
     if world() == 1:
         return
     for param in params:

@@ -5,10 +5,12 @@ exits with its status; each launched process (marked by $SWEETFLOW_TRAIN_PROCESS
 relaunch again) joins the process group (training/distributed.py). With 1 process nothing happens.
 
 Reads the params file's `cluster` section (components/config/cluster.py) and the shipped accelerate
-configs (configs/accelerate/README.md); writes nothing. Strategies: `ddp` runs the data-parallel
-loop of training/loop.py (tested on CPU with gloo). `fsdp2` and `zero3` ship their accelerate configs
-but the loop does not shard the model, gradients or optimizer yet, so they are refused with a
-message rather than run as something they are not; `zero3` also needs `pip install deepspeed`.
+configs (configs/accelerate/README.md); writes nothing. accelerate only starts the processes; the
+loop splits the work itself. Strategies (passed to the processes as $SWEETFLOW_TRAIN_STRATEGY):
+`ddp` runs the data-parallel loop of training/loop.py; `fsdp2` the same loop on a model the loop
+shards with PyTorch FSDP2 (training/sharding.py); both tested on CPU with gloo, neither run on GPUs.
+`zero3` ships its accelerate config but the loop does not shard through DeepSpeed, so it is refused
+with a message rather than run as something it is not; it also needs `pip install deepspeed`.
 """
 
 from __future__ import annotations
@@ -25,11 +27,10 @@ from components.cluster.connect import cluster_section
 from components.config.cluster import ClusterConfig, TrainStrategy
 from components.config.sections import ConfigError
 from components.config.training import OptimConfig
-from components.training import distributed
+from components.training import distributed, sharding
 
 MARKER = "SWEETFLOW_TRAIN_PROCESS"  # set in the launched processes: they train, they do not relaunch
 CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "accelerate"
-SHARDED = (TrainStrategy.fsdp2, TrainStrategy.zero3)
 
 
 def config_file(strategy: TrainStrategy) -> Path:
@@ -43,11 +44,11 @@ def check_strategy(strategy: TrainStrategy) -> None:
             "cluster.train_strategy zero3 needs DeepSpeed, which is not installed: `pip install deepspeed` "
             "(GPU machines), or set cluster.train_strategy ddp"
         )
-    if strategy in SHARDED:
+    if strategy == TrainStrategy.zero3:
         raise ConfigError(
-            f"cluster.train_strategy {strategy.value}: the training loop does not shard parameters, gradients "
-            f"or optimizer state yet ({config_file(strategy)} is shipped for when it does); "
-            "set cluster.train_strategy ddp (each process holds the whole model)"
+            f"cluster.train_strategy zero3: the training loop does not shard through DeepSpeed yet "
+            f"({config_file(strategy)} is shipped for when it does); set cluster.train_strategy fsdp2 "
+            "(sharded: PyTorch FSDP2) or ddp (each process holds the whole model)"
         )
 
 
@@ -90,4 +91,5 @@ def train_processes(module: str, args: list[str], optim: OptimConfig) -> None:
     if cluster.train_processes == 1:
         return
     command = accelerate_command(module, args, cluster)
-    raise SystemExit(subprocess.run(command, env={**os.environ, MARKER: "1"}).returncode)
+    env = {**os.environ, MARKER: "1", sharding.STRATEGY: cluster.train_strategy.value}
+    raise SystemExit(subprocess.run(command, env=env).returncode)

@@ -11,9 +11,13 @@ loss function's own metrics, lr, grad norm, tokens/s). The model itself is loade
 from the checkpoint when there is one (`training.models.load_trainable`).
 
 With more than one process (cluster.train_processes; training/launch.py), each process runs its
-share of every step's micro-batches and the gradients, loss and metrics are summed across processes
-before clipping (training/distributed.py), so a step is the 1-process step on the same global batch;
-only rank 0 writes the metrics file and the checkpoints.
+share of every step's micro-batches (and a zero-weight pass when a short last batch leaves it none,
+so every process runs as many passes) and the gradients, loss and metrics are summed across
+processes before clipping (training/distributed.py), so a step is the 1-process step on the same
+global batch; only rank 0 writes the metrics file and the checkpoints. With `fsdp2` the loop first
+shards the model (training/sharding.py): backward then reduce-scatters the summed gradients itself,
+the clipping norm is reduced over the shards, and each checkpoint is gathered whole by every process
+for rank 0 to write.
 """
 
 from __future__ import annotations
@@ -32,7 +36,8 @@ import torch
 from tqdm.auto import tqdm
 
 from components.config.training import OptimConfig
-from components.training import checkpoint, distributed
+from components.training import checkpoint, distributed, sharding
+from components.training.models import load_trainable
 from components.training.precision import adamw
 
 log = logging.getLogger(__name__)
@@ -79,7 +84,8 @@ def _accumulate(model, examples: list[T], loss_fn: LossFn, micro: int) -> tuple[
     """Forward/backward this process's micro-batches of the step's global batch `examples` (all of them
     with one process); return its share of the step's mean loss and metrics."""
     total_loss, sums = 0.0, {}
-    for start in distributed.share(range(0, len(examples), micro)):
+    starts = range(0, len(examples), micro)
+    for start in distributed.share(starts):
         part = examples[start : start + micro]
         weight = len(part) / len(examples)
         loss, metrics = loss_fn(model, part)
@@ -87,6 +93,9 @@ def _accumulate(model, examples: list[T], loss_fn: LossFn, micro: int) -> tuple[
         total_loss += loss.item() * weight
         for key, value in metrics.items():
             sums[key] = sums.get(key, 0.0) + float(value) * weight
+    for _ in range(distributed.missing_passes(len(starts))):  # as many passes as the other processes
+        loss, _ = loss_fn(model, examples[:micro])
+        (loss * 0.0).backward()
     return total_loss, sums
 
 
@@ -121,14 +130,21 @@ def train(
     out_dir.mkdir(parents=True, exist_ok=True)
     steps = total_steps(len(examples), optim)
     per_epoch = math.ceil(len(examples) / optim.batch_size)
+    sharded = sharding.active()
+    if sharded:
+        sharding.shard(model)
     opt, sched = make_optimizer(model, optim, steps)
     resume = resume_point(out_dir, config, examples)
     config = fingerprinted(config, examples)
-    start = checkpoint.restore(resume, opt, sched) if resume else 0
+    start = checkpoint.restore(resume, opt, sched, model) if resume else 0
     if resume:
         log.info("resuming from %s (step %d of %d)", resume, start, steps)
     if distributed.world() > 1 and main:
-        log.info("data parallel over %d processes, each runs its share of a step's micro-batches", distributed.world())
+        log.info(
+            "%s over %d processes, each runs its share of a step's micro-batches",
+            "fsdp2 (sharded)" if sharded else "data parallel",
+            distributed.world(),
+        )
     with distributed.main_first():  # rank 0 drops the lost steps' rows before the others read the file
         history = _history(out_dir / METRICS_FILE, start, rewrite=main)
     params = [p for p in model.parameters() if p.requires_grad]
@@ -140,8 +156,9 @@ def train(
         batch = [examples[j] for j in order[i * optim.batch_size : (i + 1) * optim.batch_size]]
         began = time.perf_counter()
         loss, metrics = distributed.sum_metrics(*_accumulate(model, batch, loss_fn, optim.micro_batch_size))
-        distributed.sum_gradients(params)
-        grad_norm = torch.nn.utils.clip_grad_norm_(params, optim.grad_clip).item()
+        if not sharded:  # fsdp2's backward has reduce-scattered the summed gradients already
+            distributed.sum_gradients(params)
+        grad_norm = sharding.clip_gradients(params, optim.grad_clip)
         lr = sched.get_last_lr()[0]
         opt.step()
         sched.step()
@@ -158,14 +175,24 @@ def train(
         history.append(row)
         bar.update(1)
         bar.set_postfix(loss=f"{loss:.4f}", lr=f"{lr:.2e}")
-        if not main:
-            continue
-        with (out_dir / METRICS_FILE).open("a") as fh:
-            fh.write(json.dumps(row) + "\n")
+        if main:
+            with (out_dir / METRICS_FILE).open("a") as fh:
+                fh.write(json.dumps(row) + "\n")
         if (step + 1) % optim.checkpoint_every == 0 or step + 1 == steps:
-            checkpoint.save(out_dir, step + 1, model, opt, sched, config, optim.keep_checkpoints)
+            whole = sharding.whole_states(model, opt) if sharded else None  # every process gathers
+            if main:
+                checkpoint.save(out_dir, step + 1, model, opt, sched, config, optim.keep_checkpoints, whole)
     bar.close()
     return history
+
+
+def whole_model(model, base: str, optim: OptimConfig, out_dir: Path):
+    """The trained `model` whole in this process: `model` itself, or, when `train` sharded it
+    (training/sharding.py), the model of the newest checkpoint under `out_dir`, which `train` gathered
+    and wrote at its last step."""
+    if not sharding.is_sharded(model):
+        return model
+    return load_trainable(base, optim, checkpoint.latest(out_dir))
 
 
 def summarize_history(history: list[dict]) -> dict[str, float]:

@@ -25,7 +25,7 @@ WRITER = textwrap.dedent(
     class Model:  # the second save is slow (to be killed in) or big (to fill the disk), per argv[2]
         def __init__(self, second):
             self.second = second
-        def save_pretrained(self, folder):
+        def save_pretrained(self, folder, state_dict=None):
             big = self.second and sys.argv[2] == "big"
             (Path(folder) / "model.safetensors").write_bytes(b"w" * (1 << 20 if big else 4096))
             if self.second and sys.argv[2] == "slow":
@@ -77,7 +77,7 @@ def resumes_from_step_1(out) -> None:
     assert checkpoint.restore(resume, opt, sched) == 1 and opt.state_dict()["state"][0]["step"] == 1
 
     class Model:
-        def save_pretrained(self, folder):
+        def save_pretrained(self, folder, state_dict=None):
             (folder / "model.safetensors").write_bytes(b"w")
 
     checkpoint.save(out, 2, Model(), opt, sched, {"run": 1}, keep=1)  # the resumed run redoes it
