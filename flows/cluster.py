@@ -10,6 +10,10 @@ Prefect's task runner.
   `dvc repro` of the stage in its own process group, in the run's folder. On a cluster of several
   nodes that folder must be on a file system every node sees (README "Running on a cluster").
 
+A flow started another way than by the CLI (a served deployment: Prefect loads it by module path
+and runs it on its default task runner) moves itself: when its parameters ask for Ray, it runs
+again as a child flow run on a RayTaskRunner (`moved_to_cluster`) and returns that run's result.
+
 Ray workers are told the flow's Prefect API address, so every step's task run is recorded in the
 same Prefect server (or ephemeral API) as its flow run instead of one a worker would start itself,
 and the cluster's address, so the stage process can place its own work (scoring fork-servers on
@@ -51,28 +55,48 @@ def placed(flow_fn, cfg: ClusterConfig):
     return flow_fn if runner is None else flow_fn.with_options(task_runner=runner)
 
 
+def _on_ray() -> bool:
+    """Whether this flow run's task runner is a RayTaskRunner."""
+    from prefect.context import FlowRunContext
+
+    try:
+        from prefect_ray import RayTaskRunner
+    except ImportError:  # the `cluster` extra is not installed: nothing runs on Ray
+        return False
+    context = FlowRunContext.get()
+    return context is not None and isinstance(context.task_runner, RayTaskRunner)
+
+
+def moved_to_cluster(flow_fn, cfg: ClusterConfig, params: Any) -> dict | None:
+    """Call first in a flow, with its resolved `cluster` section: when `cfg` asks for Ray and this run
+    is on another task runner (a served deployment), run `flow_fn(params)` as a child flow run on
+    the runner `cfg` asks for and return its result; None when this run is where it should be."""
+    if cfg.backend == Backend.local or _on_ray():
+        return None
+    return placed(flow_fn, cfg)(params)
+
+
 def run_step(step_task, stage: str, cfg: ClusterConfig, *args: Any) -> Any:
     """Run the Prefect task `step_task(*args)` of `stage` where `cfg` places it; return its result.
 
     local: a plain call in this process. ray: submitted to the flow's RayTaskRunner with the stage's
     resources and this flow's Prefect API address, and waited for (the pipeline is a chain: each
-    step needs the one before). A flow running on another task runner (a deployment served for
-    `local` and triggered with `cluster.backend=ray`) is refused with a clear error.
+    step needs the one before). A flow that did not move itself to Ray first (`moved_to_cluster`)
+    is refused with a clear error.
     """
     if cfg.backend == Backend.local:
         return step_task(*args)
     from prefect.context import FlowRunContext
-    from prefect_ray import RayTaskRunner
     from prefect_ray.context import remote_options
 
-    context = FlowRunContext.get()
-    if context is None or not isinstance(context.task_runner, RayTaskRunner):
+    if not _on_ray():
         raise ConfigError(
-            "cluster.backend is ray but this flow runs on another task runner: start it through "
-            "`sweetflow` with -S cluster.backend=ray, or serve the deployment with cluster.backend: ray"
+            "cluster.backend is ray but this flow runs on another task runner: call "
+            "flows.cluster.moved_to_cluster at the start of the flow"
         )
     import ray
 
+    context = FlowRunContext.get()
     res = cfg.resources_for(stage)
     # the step's task run is recorded with its flow's; the stage process joins this cluster (Ray actors)
     api, gcs = str(context.client.api_url), ray.get_runtime_context().gcs_address

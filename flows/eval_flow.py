@@ -18,7 +18,7 @@ from pydantic import Field
 
 from components.config.sections import ConfigError, EvalConfig
 from components.tracking import store as tracking
-from flows.cluster import cluster_config, run_step
+from flows.cluster import cluster_config, moved_to_cluster, run_step
 from flows.options import EPISODE_FIELDS, cluster_field, flow_params, task_field
 from flows.plan import ZERO_SHOT
 from flows.steps import (
@@ -120,6 +120,8 @@ def summary_table(metrics: dict) -> str:
 def eval_flow(params: EvalParams = EvalParams()) -> dict:
     """Evaluate a model on a collaborative task (95% intervals in brackets)."""
     doc = resolve(params)
+    if (moved := moved_to_cluster(eval_flow, cluster_config(doc), params)) is not None:
+        return moved  # a served deployment asked for Ray
     check_step_folder(Path(doc["eval"]["out_dir"]))
     tracking.configure()
     task = doc["task"]["name"]

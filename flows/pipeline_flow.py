@@ -33,7 +33,7 @@ from components.stages.catalogue import STAGES, Kind
 from components.tracking import store as tracking
 from components.tracking.compare import DEFAULT_EXPERIMENT, eval_runs, plot
 from flows import inputs
-from flows.cluster import cluster_config, run_step
+from flows.cluster import cluster_config, moved_to_cluster, run_step
 from flows.plan import (
     GSM8K_ALGOS,
     ROLLOUTS,
@@ -287,6 +287,8 @@ def pipeline_flow(params: PipelineParams = PipelineParams()) -> dict:
     import mlflow
 
     plan = resolve(params)
+    if (moved := moved_to_cluster(pipeline_flow, cluster_config(plan.doc), params)) is not None:
+        return moved  # a served deployment asked for Ray
     tracking.configure()  # before any work: a tracking server that does not answer fails the run now
     pull_data_task(plan)
     inputs.check_offline(plan)  # before any step: offline trajectories of held-out tasks are refused

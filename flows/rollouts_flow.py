@@ -16,7 +16,7 @@ from prefect import flow, get_run_logger, task
 
 from components.config.sections import EpisodeSection, RolloutsConfig, check_rollouts
 from components.tracking import store as tracking
-from flows.cluster import cluster_config, run_step
+from flows.cluster import cluster_config, moved_to_cluster, run_step
 from flows.options import EPISODE_FIELDS, cluster_field, flow_params, task_field
 from flows.plan import ROLLOUTS
 from flows.steps import (
@@ -97,6 +97,8 @@ def summary_table(metrics: dict) -> str:
 def rollouts_flow(params: RolloutsParams = RolloutsParams()) -> dict:
     """Sample K scored trajectories per training task (the input of SWEET-RL training)."""
     doc = resolve(params)
+    if (moved := moved_to_cluster(rollouts_flow, cluster_config(doc), params)) is not None:
+        return moved  # a served deployment asked for Ray
     check_step_folder(Path(doc["rollouts"]["out_dir"]))
     tracking.configure()
     dvc_yaml = write_task_stage(Path(doc["rollouts"]["out_dir"]), ROLLOUTS, doc)

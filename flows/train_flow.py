@@ -25,7 +25,7 @@ from pydantic import Field
 from components.config.training import ActorConfig, Algo, TrainConfig, TrainLayout
 from components.stages.catalogue import STAGES, training_stages
 from components.tracking import store as tracking
-from flows.cluster import cluster_config, run_step
+from flows.cluster import cluster_config, moved_to_cluster, run_step
 from flows.options import cluster_field, flow_params, task_field
 from flows.plan import write_stages
 from flows.steps import check_step_folder, cluster_settings, dvc_repro, format_table, stages_doc, task_name
@@ -107,6 +107,8 @@ def train_flow(params: TrainParams = TrainParams()) -> dict:
     import mlflow
 
     doc = resolve(params)
+    if (moved := moved_to_cluster(train_flow, cluster_config(doc), params)) is not None:
+        return moved  # a served deployment asked for Ray
     check_step_folder(Path(doc["train"]["out_dir"]))
     check_inputs(doc)
     algo, root = doc["actor"]["algo"], Path(doc["train"]["out_dir"])

@@ -2,6 +2,9 @@
 RayTaskRunner; flows/cluster.py), tracked to a local MLflow tracking server, ends with the same
 metrics, step by step, as the local backend tracking to the project's store.
 
+The Ray run starts the way a served deployment does: the flow loaded by its module path and called
+with the parameters, on Prefect's default task runner; it moves itself to Ray (a child flow run).
+
 The project, tasks, offline rollouts and tiny model are tests/integration/test_pipeline_flow.py's
 (its `overrides` fixture): every training and evaluation step runs for real. The two runs use runs
 roots of their own, so neither reads the other's outputs (DVC would skip or restore them).
@@ -15,7 +18,6 @@ from pathlib import Path
 
 import pytest
 
-from components.config.cluster import ClusterConfig
 from tests.integration.test_pipeline_flow import SWEET_STAGES, overrides  # noqa: F401 (the fixture)
 from tests.unit.test_services import free_port
 
@@ -53,13 +55,11 @@ def test_the_smoke_pipeline_on_a_local_ray_cluster_ends_with_the_local_metrics(o
     import mlflow
     import ray
 
-    from flows.cluster import placed
     from flows.pipeline_flow import PipelineParams, pipeline_flow
+    from flows.serve import load_flow
 
     on_ray = [*overrides, "cluster.backend=ray", "cluster.local_cpus=2"]
-    remote = placed(pipeline_flow, ClusterConfig(backend="ray", local_cpus=2))(
-        PipelineParams(profile="smoke", overrides=on_ray, runs_root="runs/ray")
-    )
+    remote = load_flow("pipeline")(PipelineParams(profile="smoke", overrides=on_ray, runs_root="runs/ray"))
     assert not ray.is_initialized()  # the run's own local cluster is stopped with its flow
     nested = mlflow.search_runs(
         experiment_names=["sweetflow-pipeline"],
