@@ -65,14 +65,35 @@ def make_world(n_tasks: int, seed: int) -> World:
 
 def episode(tokenizer, task: BackendTask, index: int, actions: list[str], sample: int) -> Trajectory:
     """A trajectory with the given question actions, then the answer; scored by the world's rule."""
+    topic = task.ground_truth.split("\n")[1].split("=")[0].strip()
+    success = deciding(topic) in actions
+    replies = [REPLY] * len(actions)
+    return dialogue(
+        tokenizer,
+        task.task_id,
+        index,
+        [SYSTEM, task.problem_description],
+        actions,
+        replies,
+        ANSWER,
+        float(success),
+        sample,
+    )
+
+
+def dialogue(
+    tokenizer, task_id: str, index: int, opening: list[str], actions: list[str], replies: list[str], answer: str,
+    score: float, sample: int,
+) -> Trajectory:  # fmt: skip
+    """A trajectory of `actions` (each answered by its reply), then `answer`, with `score`: its turns
+    carry the chat-template token ids the rollout driver would build from (system, request) `opening`."""
     tokens = DialogueTokens(tokenizer)
     eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
-    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": task.problem_description}]
+    messages = [{"role": "system", "content": opening[0]}, {"role": "user", "content": opening[1]}]
     prompt = tokens.start(messages)
     turns = []
-    for k, action in enumerate(actions + [ANSWER]):
+    for k, (action, reply) in enumerate(zip(actions + [answer], replies + [None])):
         response = tokenizer.encode(action, add_special_tokens=False) + [eos]
-        last = k == len(actions)
         turns.append(
             Turn(
                 index=k,
@@ -80,29 +101,27 @@ def episode(tokenizer, task: BackendTask, index: int, actions: list[str], sample
                 prompt_ids=prompt,
                 response_ids=response,
                 response_logprobs=[0.0] * len(response),
-                observation=None if last else REPLY,
+                observation=reply,
             )
         )
         messages.append({"role": "assistant", "content": action})
-        if not last:
-            messages.append({"role": "user", "content": REPLY})
+        if reply is not None:
+            messages.append({"role": "user", "content": reply})
             prompt, _ = tokens.extend(prompt + response, messages)
-    topic = task.ground_truth.split("\n")[1].split("=")[0].strip()
-    success = deciding(topic) in actions
     return Trajectory(
-        task_id=task.task_id,
+        task_id=task_id,
         task_index=index,
         run_seed=0,
         sample=sample,
         seed=sample,
         messages=messages,
         turns=turns,
-        answer=ANSWER,
+        answer=answer,
         answered=True,
-        score=float(success),
-        passed=int(success),
+        score=score,
+        passed=int(score == 1.0),
         total=1,
-        success=success,
+        success=score == 1.0,
     )
 
 
