@@ -1,0 +1,1 @@
+"""Work a step places on a Ray cluster: joining it, scoring fork-servers per node, episodes on N engines."""
