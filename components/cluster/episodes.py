@@ -5,6 +5,11 @@ cluster has GPUs), with the LLM simulator sharing it when the simulator has no m
 and plays every N-th job with the step's driver (components/episodes/play.py). Each trajectory
 comes back through a Ray queue as soon as its episode ends, and this process appends it to the
 step's file, so a crash loses only episodes still in flight, as with one engine; a re-run resumes.
+The engines on one node split its CPUs: each actor pins itself to its own block (`core_shares`)
+before building its engine, so vLLM's CPU backend binds its OpenMP threads there, not on every core
+of the node; each engine allocates its own KV cache (VLLM_CPU_KVCACHE_SPACE GB on CPU), so N
+engines on a node take N times that memory. An engine build that fails is reported like an
+episode that fails, and fails the step.
 
 Reads the stage's configs (passed in). Writes nothing itself (the caller's `on_done` does).
 Records equal a single-engine run's, order aside: an episode's seeds derive from its job, not from
@@ -15,6 +20,7 @@ OpenAI-compatible URL is one service every engine's episodes share.
 
 from __future__ import annotations
 
+import os
 from typing import Any, Callable
 
 from components.config.sections import EpisodeSection, EpisodeStageConfig
@@ -26,25 +32,58 @@ _DONE = "done"  # a worker's last message on the queue: ("done", worker, stats) 
 
 
 class EpisodeWorker:
-    """The body of one Ray actor: an engine (built once) and the driver over it."""
+    """The body of one Ray actor: an engine (built at the start of `play`, on the cores it is given)
+    and the driver over it."""
 
     def __init__(self, cfg: EpisodeStageConfig, episode: EpisodeSection, seed: int, task: Task, gpus: int) -> None:
-        from components.episodes.play import build_driver
+        self.args = (cfg, episode, seed, task, gpus)
 
-        self.driver = build_driver(cfg, episode, seed, task, gpus)
+    def placement(self) -> tuple[str, list[int]]:
+        """This actor's Ray node and the CPUs its process may run on."""
+        import ray
 
-    def play(self, jobs: list[EpisodeJob], queue, worker: int) -> None:
-        """Run `jobs`, putting each trajectory on `queue` as it ends, then ("done", worker, stats)."""
-        from components.episodes.play import close_engines
+        return ray.get_runtime_context().get_node_id(), sorted(os.sched_getaffinity(0))
 
+    def play(self, jobs: list[EpisodeJob], queue, worker: int, cpus: list[int]) -> None:
+        """Build the driver on `cpus`, run `jobs`, putting each trajectory on `queue` as it ends, then
+        ("done", worker, stats); a failure (the engine build's too) as ("error", worker, text)."""
+        from components.episodes.play import build_driver, close_engines
+
+        driver = None
         try:
-            self.driver.run(jobs, on_done=queue.put, progress=False)
-            message = (_DONE, worker, self.driver.stats.prompt_reencoded)
+            os.sched_setaffinity(0, cpus)  # the engine's processes inherit it (vLLM binds its threads inside)
+            driver = build_driver(*self.args)
+            driver.run(jobs, on_done=queue.put, progress=False)
+            message = (_DONE, worker, driver.stats.prompt_reencoded)
         except Exception as exc:  # reported to the stage process, which fails the step
             message = ("error", worker, f"{type(exc).__name__}: {exc}")
         finally:
-            close_engines(self.driver)  # before the last message: the stage then stops the actor
+            if driver is not None:
+                close_engines(driver)  # before the last message: the stage then stops the actor
         queue.put(message)
+
+
+def core_shares(placed: list[tuple[str, list[int]]]) -> list[list[int]]:
+    """The CPUs each actor's engine runs on, from each actor's (node, allowed CPUs): a node's CPUs
+    split into contiguous disjoint blocks among the actors on it, one each, or, with more actors
+    than CPUs, one CPU each, shared round robin.
+
+    Why: vLLM on CPU binds one OpenMP thread to each CPU its process may use (VLLM_CPU_OMP_THREADS_BIND
+    "auto"), so two engines on one node would each bind a thread to every core; their spinning
+    OpenMP barriers then wait on threads the other engine has preempted (measured on 2 cores: no
+    episode of 12 finished in 5 minutes)."""
+    on_node: dict[str, list[int]] = {}
+    for i, (node, _) in enumerate(placed):
+        on_node.setdefault(node, []).append(i)
+    shares: list[list[int]] = [[] for _ in placed]
+    for actors in on_node.values():
+        for k, i in enumerate(actors):
+            cpus, n = placed[i][1], len(actors)
+            if n > len(cpus):
+                shares[i] = [cpus[k % len(cpus)]]
+            else:
+                shares[i] = cpus[k * len(cpus) // n : (k + 1) * len(cpus) // n]
+    return shares
 
 
 def play_sharded(
@@ -68,8 +107,9 @@ def play_sharded(
     queue = Queue()
     shards = [jobs[i::engines] for i in range(engines)]  # engines <= len(jobs): none is empty
     workers = [actor.remote(cfg, episode, seed, task, gpus) for _ in shards]
+    cores = core_shares(ray.get([worker.placement.remote() for worker in workers]))
     for i, (worker, shard) in enumerate(zip(workers, shards)):
-        worker.play.remote(shard, queue, i)
+        worker.play.remote(shard, queue, i, cores[i])
     done, reencoded, pending = [], 0, len(workers)
     with tqdm(total=len(jobs), desc=f"episodes ({len(workers)} engines)", unit="ep") as bar:
         try:
