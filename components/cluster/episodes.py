@@ -9,7 +9,8 @@ The engines on one node split its CPUs: each actor pins itself to its own block 
 before building its engine, so vLLM's CPU backend binds its OpenMP threads there, not on every core
 of the node; each engine allocates its own KV cache (VLLM_CPU_KVCACHE_SPACE GB on CPU), so N
 engines on a node take N times that memory. An engine build that fails is reported like an
-episode that fails, and fails the step.
+episode that fails, and fails the step; an actor that dies without a word (killed, out of memory)
+fails it too: while the queue is quiet, the stage checks every POLL_S that its actors are alive.
 
 Reads the stage's configs (passed in). Writes nothing itself (the caller's `on_done` does).
 Records equal a single-engine run's, order aside: an episode's seeds derive from its job, not from
@@ -29,6 +30,7 @@ from components.episodes.driver import EpisodeJob
 from components.tasks.base import Task
 
 _DONE = "done"  # a worker's last message on the queue: ("done", worker, stats) or ("error", worker, text)
+POLL_S = 5.0  # how long the stage waits on a quiet queue before checking that its actors are alive
 
 
 class EpisodeWorker:
@@ -86,6 +88,21 @@ def core_shares(placed: list[tuple[str, list[int]]]) -> list[list[int]]:
     return shares
 
 
+def check_alive(plays: list) -> None:
+    """Raise when an actor's `play` call ended in a Ray error (its process died, so its last message
+    will never come): the step must fail, not wait on the queue for ever. A call that ended well has
+    put its last message on the queue already (`Queue.put` waits)."""
+    import ray
+
+    ready, _ = ray.wait(plays, num_returns=len(plays), timeout=0)
+    for worker, call in enumerate(plays):
+        if call in ready:
+            try:
+                ray.get(call)
+            except ray.exceptions.RayError as exc:
+                raise RuntimeError(f"episode engine {worker} died: {type(exc).__name__}: {exc}") from None
+
+
 def play_sharded(
     cfg: EpisodeStageConfig,
     episode: EpisodeSection,
@@ -99,7 +116,7 @@ def play_sharded(
     """Play `jobs` on `engines` (at most len(jobs)) Ray actors, job i on engine i mod N; `on_done`
     each trajectory here as it arrives; return them in arrival order and the prompts re-encoded."""
     import ray
-    from ray.util.queue import Queue
+    from ray.util.queue import Empty, Queue
     from tqdm.auto import tqdm
 
     on_gpus = ray.cluster_resources().get("GPU", 0) > 0
@@ -108,13 +125,16 @@ def play_sharded(
     shards = [jobs[i::engines] for i in range(engines)]  # engines <= len(jobs): none is empty
     workers = [actor.remote(cfg, episode, seed, task, gpus) for _ in shards]
     cores = core_shares(ray.get([worker.placement.remote() for worker in workers]))
-    for i, (worker, shard) in enumerate(zip(workers, shards)):
-        worker.play.remote(shard, queue, i, cores[i])
+    plays = [worker.play.remote(shard, queue, i, cores[i]) for i, (worker, shard) in enumerate(zip(workers, shards))]
     done, reencoded, pending = [], 0, len(workers)
     with tqdm(total=len(jobs), desc=f"episodes ({len(workers)} engines)", unit="ep") as bar:
         try:
             while pending:
-                item = queue.get()
+                try:
+                    item = queue.get(timeout=POLL_S)
+                except Empty:
+                    check_alive(plays)
+                    continue
                 if isinstance(item, Trajectory):
                     on_done(item)
                     done.append(item)

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from components.cluster.episodes import check_alive
 from components.config.sections import DataConfig, EpisodeSection, RolloutsConfig
 from components.data.records import Trajectory, read_jsonl
 from components.episodes.play import pending_jobs, run_episodes, select_tasks
@@ -128,3 +129,25 @@ def test_two_vllm_engines_on_ray_play_one_engines_episodes(tmp_path, monkeypatch
     print(f"\nvLLM, two engines on Ray vs one: {figures}")
     assert first >= 9
     assert max(gaps, default=0.0) < 0.5
+
+
+def test_an_engine_actor_that_dies_without_a_word_fails_the_step():
+    """An actor killed mid-play (out of memory, a signal) never puts its last message on the queue;
+    the stage's check (`check_alive`, run while the queue is quiet) raises instead of waiting for ever."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+
+        @ray.remote(num_cpus=0)
+        class Engine:
+            def play(self, die: bool) -> None:
+                if die:
+                    os._exit(1)
+
+        plays = [Engine.remote().play.remote(False), Engine.remote().play.remote(True)]
+        ray.wait(plays, num_returns=2, timeout=60)
+        check_alive(plays[:1])  # a call that ended well is no error
+        with pytest.raises(RuntimeError, match="episode engine 1 died"):
+            check_alive(plays)
+    finally:
+        ray.shutdown()
