@@ -9,7 +9,7 @@ export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 90
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install lint data model run test test-fast test-slow bench clean
+.PHONY: install lint data model run test test-slow test-manual bench clean
 
 install: $(STAMP)
 
@@ -32,10 +32,13 @@ lint: install
 	$(BIN)/ruff format --check .
 
 test: lint data model
-	$(BIN)/pytest -q -m "not slow and not gpu" --durations=10
+	$(BIN)/pytest -q -m "not slow and not gpu and not manual" --durations=10
 
 test-slow: data model
-	$(BIN)/pytest -q -m "slow"
+	$(BIN)/pytest -q -m "slow and not manual" --durations=5
+
+test-manual: data model
+	$(BIN)/pytest -q -m "manual"
 
 bench: data model
 	$(BIN)/python benchmarks/learning.py

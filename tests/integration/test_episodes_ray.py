@@ -77,7 +77,7 @@ def test_two_engines_on_ray_give_one_engines_records(tmp_path, monkeypatch, tiny
             assert a.response_logprobs == pytest.approx(b.response_logprobs, abs=1e-4)
 
 
-@pytest.mark.slow
+@pytest.mark.manual  # ~4 min, mostly two vLLM builds; CI keeps core_shares' unit test and the hf twin above
 def test_two_vllm_engines_on_ray_play_one_engines_episodes(tmp_path, monkeypatch, prepared_model_dir, record_property):
     """The default model on two vLLM CPU engines, each in its own Ray actor on one of the 2 cores
     (components/cluster/episodes.py `core_shares`), against one vLLM engine without Ray on both, on
