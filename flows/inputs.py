@@ -69,10 +69,15 @@ def no_signal(algo: PipelineAlgo, stage: str, metrics: dict[str, Any], rft_min_s
     """Why this iteration cannot train (None when it can): no trajectory pair, or for rft no
     trajectory scoring `rft_min_score` (a success when 1.0)."""
     if stage == "train_pairs" and metrics.get("pairs", 0) == 0:
+        n = metrics.get("trajectories", 0)
+        if metrics.get("best_score", 1.0) == 0.0:
+            return (
+                f"0 trajectory pairs from {n} trajectories: every one scored 0 (the actor earned nothing; "
+                "a stronger actor, or its scored trajectories as rollouts.offline)"
+            )
         setting = "pairs.min_gap" if metrics.get("rule") == "gap" else "pairs.min_chosen_score"
         return (
-            f"0 trajectory pairs from {metrics.get('trajectories', 0)} trajectories: no task has a "
-            f"trajectory scoring above another (see {setting})"
+            f"0 trajectory pairs from {n} trajectories: no task has a trajectory scoring above another (see {setting})"
         )
     if algo == PipelineAlgo.rft and stage == ROLLOUTS:
         best = metrics.get("best_score", 1.0 if metrics.get("success_rate", 0) > 0 else 0.0)

@@ -114,6 +114,7 @@ def run_trajectory(cfg: PairsConfig, trajectories: Path, out_dir: Path, rule: Pa
         "tasks": len({t.task_id for t in trajs}),
         "pairs": len(rows),
         "tasks_with_pairs": len({p.task_id for p in rows}),
+        "best_score": max((t.score or 0.0 for t in trajs), default=0.0),
         "rule": rule.value,
     }
     (out_dir / "pairs_metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")

@@ -21,6 +21,8 @@ def test_rft_needs_a_trajectory_at_its_score_threshold_and_dpo_needs_pairs():
     assert "0 trajectory pairs" in inputs.no_signal(PipelineAlgo.mtdpo, "train_pairs", {"pairs": 0})
     assert "pairs.min_gap" in inputs.no_signal(PipelineAlgo.sweet, "train_pairs", {"pairs": 0, "rule": "gap"})
     assert "pairs.min_chosen_score" in inputs.no_signal(PipelineAlgo.sweet, "train_pairs", {"pairs": 0, "rule": "best"})
+    nothing = inputs.no_signal(PipelineAlgo.sweet, "train_pairs", {"pairs": 0, "trajectories": 24, "best_score": 0.0})
+    assert "every one scored 0" in nothing and "rollouts.offline" in nothing
 
 
 def _metrics(score: float) -> dict:
