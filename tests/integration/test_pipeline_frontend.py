@@ -18,11 +18,10 @@ import pytest
 
 from components.config.frontend import FrontendConfig
 from components.data.records import Trajectory, TrajectoryPair, read_jsonl, write_jsonl
-from components.data.split import in_eval
 from components.tasks.colbench_frontend import ColbenchFrontend
 from tests import synthetic_pages as world
 from tests.conftest import REPO
-from tests.integration.test_pipeline_flow import OPTIM, SWEET_STAGES, _git_dvc_project
+from tests.integration.test_pipeline_flow import OPTIM, SWEET_STAGES, _git_dvc_project, offline_run_sets
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]  # minutes: CI runs it with `make test-slow`
 
@@ -41,22 +40,11 @@ def overrides(project_dir, tiny_model_dir):
         trajs = world.rollouts(AutoTokenizer.from_pretrained(tiny_model_dir), scorer, tasks, 3, 2, seed=2)
     finally:
         scorer.close()
-    train = [t for t in trajs if not in_eval(t.task_id, cfg.eval_fraction, cfg.split_salt)]
-    assert 0 < len(train) < len(trajs)
-    write_jsonl(project_dir / "world" / "trajectories.jsonl", train)
     sets = {
         "frontend.tasks": "world/pages.jsonl",
         "frontend.assets_dir": cfg.assets_dir,
         "frontend.render_cache": "null",
-        "rollouts.offline": "world/trajectories.jsonl",
-        "train.model": str(tiny_model_dir),
-        "critic.model": str(tiny_model_dir),
-        "eval.engine": "hf",
-        "rollouts.engine": "hf",
-        "candidates.engine": "hf",
-        "episode.max_model_len": 1024,
-        "critic.optim": OPTIM,
-        "actor.optim": OPTIM,
+        **offline_run_sets(project_dir, trajs, cfg, tiny_model_dir),
     }
     return [f"{k}={v}" for k, v in sets.items()]
 
