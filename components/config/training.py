@@ -103,6 +103,11 @@ class PairRule(str, Enum):
     gap = "gap"  # every two trajectories of a task whose scores differ by >= min_gap (authors' frontend: 0.1)
 
 
+class TurnPairing(str, Enum):
+    halves = "halves"  # per_state random (upper half, lower half) pairs (paper)
+    best_worse = "best_worse"  # the top candidate against the per_state lowest (authors' script option)
+
+
 class PairsConfig(_Section):
     rule: PairRule = Field(
         PairRule.auto,
@@ -117,6 +122,11 @@ class PairsConfig(_Section):
         description="a task gives trajectory pairs only when its best trajectory reaches this score (authors: 1.0)",
     )
     per_state: int = Field(4, ge=1, description="turn pairs per state: upper half vs lower half (authors: 4)")
+    pairing: TurnPairing = Field(
+        TurnPairing.halves,
+        description="turn pairs: halves (a random upper-half vs lower-half draw, the paper's) | best_worse (the "
+        "best-ranked candidate vs each of the worst, an option of the authors' script)",
+    )
     seed: int = Field(0, description="seed of the turn-pair draw")
 
 
@@ -150,12 +160,41 @@ class TrainLayout:
         return self.root / "ranking"
 
     @property
+    def quality_dir(self) -> Path:
+        return self.root / "critic_quality"
+
+    @property
     def actor_dir(self) -> Path:
         return self.root / "actor"
 
 
+class Information(str, Enum):
+    """What the critic is shown as the training-time information c (never the actor)."""
+
+    full = "full"  # the task's training-time information (Task.training_info: the paper's hidden information)
+    answer = "answer"  # the reference answer only (Task.reference_answer: the authors' c, the final answer)
+    none = "none"  # nothing: the critic without c (the ablation of the paper's asymmetry)
+
+
 class CriticConfig(_Section):
     model: str = Field("models/smollm2-135m-instruct", description="base model: critic and frozen reference")
+    information: Information = Field(
+        Information.full,
+        description="c the critic sees: full (the task's training-time information, the paper's) | answer "
+        "(the reference answer only, the authors' c) | none (no c: the ablation)",
+    )
+    heldout_fraction: float = Field(
+        0.2,
+        ge=0.0,
+        lt=1.0,
+        description="share of the rollouts' tasks (by hash of the task id) whose trajectory pairs the critic "
+        "never trains on: its held-out pair accuracy is measured on them (0: none held out, no held-out figures)",
+    )
+    tie_tolerance: float = Field(
+        1e-4,
+        ge=0.0,
+        description="critic scores closer than this count as a tie (half right) in every critic accuracy",
+    )
     beta: float = Field(0.1, gt=0.0, description="advantage scale (paper: 0.1)")
     normalize: Normalize = Field(Normalize.per_turn, description="per_turn (paper) | joint (authors' code)")
     max_length: int = Field(4096, ge=64, description="longer dialogues (with the reference) are left out")

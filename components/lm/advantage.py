@@ -43,3 +43,11 @@ def trajectory_scores(
 ) -> torch.Tensor:
     """Score of each trajectory, shape (B,)."""
     return _SCORES[Normalize(normalize)](critic_sums, ref_sums, counts, beta)
+
+
+def pair_accuracy(margins: torch.Tensor, tolerance: float) -> float:
+    """Share of pairs ordered right (chosen minus rejected margin above `tolerance`), a tie (|margin| at most
+    `tolerance`) counting half: 0.5 for a scorer that cannot tell the two apart."""
+    right = (margins > tolerance).float()
+    ties = (margins.abs() <= tolerance).float()
+    return (right + 0.5 * ties).mean().item()

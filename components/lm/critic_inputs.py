@@ -1,22 +1,29 @@
 """What SWEET-RL's critic reads and what it says about a dialogue.
 
-`critic_sequence`: a trajectory's stored token ids behind the reference prefix built from the
-task's training-time information c (`Task.training_info`, e.g. ColBench backend's hidden
-information; the actor never sees it).
+`critic_info`: the training-time information c the critic is shown, by `critic.information`: the
+task's training-time information (`Task.training_info`, e.g. ColBench backend's hidden
+information: the paper's), its reference answer only (the authors' c) or nothing (the ablation of
+the critic without c); the actor never sees it.
+`critic_sequence`: a trajectory's stored token ids behind the reference prefix built from c (no
+prefix when c is None).
 `dialogue_advantages`: the critic's per-turn advantages of whole dialogues (eq. 1), for held-out
 checks and `render_advantages`, the per-turn advantage view of sample dialogues kept in MLflow.
 """
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import torch
 
+from components.config.training import Information
 from components.data.records import Trajectory
 from components.lm.advantage import turn_advantages
 from components.lm.forward import turn_logprob_sums
 from components.lm.sequences import TokenSequence, collate, dialogue_sequence, reference_prefix, with_prefix
+
+if TYPE_CHECKING:
+    from components.tasks.base import Task
 
 
 def task_of(task_id: str, task_index: int, tasks: Sequence[Any]) -> Any:
@@ -29,9 +36,23 @@ def task_of(task_id: str, task_index: int, tasks: Sequence[Any]) -> Any:
     return tasks[task_index]
 
 
-def critic_sequence(traj: Trajectory, info: str, tokenizer) -> TokenSequence:
+def critic_info(task: "Task", record: Any, information: Information) -> str | None:
+    """The c the critic sees for `record` (None: no c, the critic reads the dialogue alone)."""
+    if information == Information.full:
+        return task.training_info(record)
+    if information == Information.answer:
+        return task.reference_answer(record)
+    return None
+
+
+def info_prefix(tokenizer, info: str | None) -> list[int]:
+    """Token ids of the critic's prefix for c (none without c)."""
+    return [] if info is None else reference_prefix(tokenizer, info)
+
+
+def critic_sequence(traj: Trajectory, info: str | None, tokenizer) -> TokenSequence:
     """The trajectory's token ids behind the reference prefix of the training-time information `info`."""
-    return with_prefix(dialogue_sequence(traj), reference_prefix(tokenizer, info))
+    return with_prefix(dialogue_sequence(traj), info_prefix(tokenizer, info))
 
 
 @torch.no_grad()

@@ -218,6 +218,7 @@ STAGES: dict[str, Stage] = {
             (
                 Out(str(TRAIN.ranking_dir / "ranked.jsonl")),
                 Out(str(TRAIN.ranking_dir / "baseline_means.jsonl"), persist=True),
+                Out(str(TRAIN.ranking_dir / "critic_means.jsonl")),
             ),
             str(TRAIN.ranking_dir / "ranking_metrics.json"),
             Kind.train,
@@ -235,6 +236,25 @@ STAGES: dict[str, Stage] = {
             Kind.train,
             frozenset({"sweet"}),
             args=("turn",),
+        ),
+        Stage(
+            "critic_quality",
+            "critic quality",
+            "components.stages.critic_quality",
+            ("critic", "ranking", "train", "episode", TASK),
+            (
+                ROLLOUTS,
+                str(TRAIN.pairs),
+                *(str(TRAIN.ranking_dir / f) for f in ("ranked.jsonl", "critic_means.jsonl", "baseline_means.jsonl")),
+                ACTOR_INPUT["sweet"],
+                TASKS,
+            ),
+            (str(TRAIN.critic_dir / "model"), "${critic.model}", "${train.model}"),
+            (Out(str(TRAIN.quality_dir / "quality.md")),),
+            str(TRAIN.quality_dir / "metrics.json"),
+            Kind.train,
+            frozenset({"sweet"}),
+            artifacts=(str(TRAIN.quality_dir / "quality.md"),),
         ),
         Stage(
             "actor",
@@ -286,7 +306,7 @@ STAGES: dict[str, Stage] = {
         ),
     )
 }
-TRAIN_ORDER = ("train_pairs", "critic", "candidates", "ranking", "turn_pairs", "actor")
+TRAIN_ORDER = ("train_pairs", "critic", "candidates", "ranking", "turn_pairs", "critic_quality", "actor")
 
 
 def training_stages(algo: str) -> tuple[str, ...]:

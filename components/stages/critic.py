@@ -4,9 +4,14 @@ Reads: the scored rollouts (`trajectories.jsonl`), their trajectory pairs (`pair
 components.stages.pairs) and the run task's records (for its training-time information c,
 `Task.training_info`: ColBench backend's hidden information, the elicitation task's preferences). Writes to out_dir:
 `reference_logprobs.jsonl` (the frozen reference critic's per-turn sums, one pass, cached),
-`checkpoints/step-N/`, `train_metrics.jsonl` (one row per step), `model/` (the trained critic,
+`checkpoints/step-N/`, `train_metrics.jsonl` (one row per step, with the Bradley-Terry loss and
+accuracy on the held-out pairs after the step's update), `model/` (the trained critic,
 an HF folder with `train_config.json`), `advantages.md` (the trained critic's per-turn advantages
 on the first pairs' dialogues) and `metrics.json`.
+
+The pairs of a `critic.heldout_fraction` share of the tasks (by hash of the task id) are held out:
+the critic never trains on them, and its loss and accuracy on them are its learning curve (the loss
+on training batches before each update says little: log 2 at step 1 by construction).
 
 Implements Zhou et al. 2025, eq. 1-2 (ALGORITHMS.md SWEET-RL 3): score(tau) = sum over agent turns
 of beta * mean_l [log pi_critic - log pi_ref] with c in context; loss = -log sigmoid(score(chosen)
@@ -27,10 +32,18 @@ from pathlib import Path
 
 import torch
 
-from components.config.training import CriticConfig, TrainLayout
+from components.config.training import CriticConfig, Information, TrainLayout
 from components.data.records import Trajectory, TrajectoryPair, read_jsonl
-from components.lm.advantage import trajectory_scores
-from components.lm.critic_inputs import critic_sequence, dialogue_advantages, pad_sums, render_advantages, task_of
+from components.data.split import hashed_below
+from components.lm.advantage import pair_accuracy, trajectory_scores
+from components.lm.critic_inputs import (
+    critic_info,
+    critic_sequence,
+    dialogue_advantages,
+    pad_sums,
+    render_advantages,
+    task_of,
+)
 from components.lm.forward import frozen_reference_sums, turn_logprob_sums
 from components.lm.losses import bradley_terry_loss
 from components.lm.sequences import TokenSequence, collate
@@ -57,7 +70,12 @@ class CriticPair:
 
 
 def pair_sequences(
-    pairs: list[TrajectoryPair], trajs: dict[str, Trajectory], task: Task, tokenizer, max_length: int
+    pairs: list[TrajectoryPair],
+    trajs: dict[str, Trajectory],
+    task: Task,
+    tokenizer,
+    max_length: int,
+    information: Information = Information.full,
 ) -> tuple[list[tuple[TokenSequence, TokenSequence]], list[TrajectoryPair]]:
     """(chosen, rejected) critic sequences of the pairs that fit `max_length`, and those pairs."""
     from components.data.split import Split
@@ -67,14 +85,20 @@ def pair_sequences(
     for key in {k for p in pairs for k in (p.chosen, p.rejected)}:
         if key not in trajs:
             raise ValueError(f"pairs name trajectory {key}, which the trajectories file does not hold")
-        info = task.training_info(task_of(trajs[key].task_id, trajs[key].task_index, records))
+        info = critic_info(task, task_of(trajs[key].task_id, trajs[key].task_index, records), information)
         seq_of[key] = critic_sequence(trajs[key], info, tokenizer)
     kept = [p for p in pairs if max(len(seq_of[p.chosen].ids), len(seq_of[p.rejected].ids)) <= max_length]
     return [(seq_of[p.chosen], seq_of[p.rejected]) for p in kept], kept
 
 
-def bt_loss_fn(beta: float, normalize, pad_id: int):
-    """Loss of a micro-batch of CriticPairs: mean Bradley-Terry loss, with accuracy and margin."""
+def held_out(task_id: str, fraction: float) -> bool:
+    """Whether the critic never trains on this task's pairs (its held-out pair accuracy is measured on them)."""
+    return hashed_below(f"critic-heldout/{task_id}", fraction)
+
+
+def bt_loss_fn(beta: float, normalize, pad_id: int, tolerance: float):
+    """Loss of a micro-batch of CriticPairs: mean Bradley-Terry loss, with accuracy (ties within
+    `tolerance` half right) and margin."""
 
     def loss_fn(model, part: list[CriticPair]):
         batch = collate([p.chosen for p in part] + [p.rejected for p in part], pad_id)
@@ -84,13 +108,28 @@ def bt_loss_fn(beta: float, normalize, pad_id: int):
         chosen, rejected = scores.chunk(2)
         margin = (chosen - rejected).detach()
         return bradley_terry_loss(chosen, rejected).mean(), {
-            "accuracy": (margin > 0).float().mean().item(),
+            "accuracy": pair_accuracy(margin, tolerance),
             "margin": margin.mean().item(),
             "chosen_score": chosen.detach().mean().item(),
             "rejected_score": rejected.detach().mean().item(),
         }
 
     return loss_fn
+
+
+def heldout_fn(loss_fn, heldout: list[CriticPair], micro: int):
+    """Held-out Bradley-Terry loss and accuracy of the model as it is (after the step's update)."""
+
+    def evaluate(model) -> dict[str, float]:
+        loss = accuracy = 0.0
+        for start in range(0, len(heldout), micro):
+            part = heldout[start : start + micro]
+            part_loss, numbers = loss_fn(model, part)
+            loss += part_loss.item() * len(part) / len(heldout)
+            accuracy += numbers["accuracy"] * len(part) / len(heldout)
+        return {"heldout_loss": loss, "heldout_accuracy": accuracy}
+
+    return evaluate
 
 
 def critic_pairs(cfg: CriticConfig, seq_pairs, tokenizer, out_dir: Path) -> list[CriticPair]:
@@ -146,21 +185,33 @@ def run(cfg: CriticConfig, trajectories: Path, pairs: Path, task: Task, out_dir:
             f"{pairs} holds no trajectory pairs: no task had trajectories far enough apart in the rollouts "
             "(lower pairs.min_chosen_score, or pairs.min_gap under rule gap, or collect more rollouts)"
         )
-    seq_pairs, kept = pair_sequences(pair_rows, trajs, task, tokenizer, cfg.max_length)
+    seq_pairs, kept = pair_sequences(pair_rows, trajs, task, tokenizer, cfg.max_length, cfg.information)
     too_long = len(pair_rows) - len(kept)
     if too_long:
         log.warning("%d of %d pairs exceed max_length %d and are left out", too_long, len(pair_rows), cfg.max_length)
-    examples = critic_pairs(cfg, seq_pairs, tokenizer, out_dir)
+    every = critic_pairs(cfg, seq_pairs, tokenizer, out_dir)
+    is_heldout = [held_out(p.task_id, cfg.heldout_fraction) for p in kept]
+    examples = [e for e, h in zip(every, is_heldout) if not h]
+    heldout = [e for e, h in zip(every, is_heldout) if h]
+    kept = [p for p, h in zip(kept, is_heldout) if not h]
+    if not examples:
+        raise ValueError(
+            f"all {len(every)} trajectory pairs fall in the critic's held-out tasks (critic.heldout_fraction "
+            f"{cfg.heldout_fraction}): collect more rollouts or lower the fraction"
+        )
+    log.info("critic: %d training pairs, %d held-out pairs", len(examples), len(heldout))
     config = {"critic": cfg.model_dump(mode="json"), "trajectories": str(trajectories), "pairs": str(pairs)}
     model = load_trainable(cfg.model, cfg.optim, resume_point(out_dir, config, examples))
+    loss_fn = bt_loss_fn(cfg.beta, cfg.normalize, tokenizer.pad_token_id, cfg.tie_tolerance)
     history = train(
         model,
         examples,
-        bt_loss_fn(cfg.beta, cfg.normalize, tokenizer.pad_token_id),
+        loss_fn,
         cfg.optim,
         out_dir,
         config,
         tokens_of=lambda part: sum(len(p.chosen.ids) + len(p.rejected.ids) for p in part),
+        evaluate=heldout_fn(loss_fn, heldout, cfg.optim.micro_batch_size) if heldout else None,
     )
     if not distributed.is_main():
         return StageResult()  # the other training processes are done: rank 0 writes the outputs
@@ -177,6 +228,8 @@ def run(cfg: CriticConfig, trajectories: Path, pairs: Path, task: Task, out_dir:
     model_dir = save_model(model, tokenizer, out_dir / "model", config)
     metrics = summarize_history(history) | {
         "pairs": len(examples),
+        "heldout_pairs": len(heldout),
+        **{k: history[-1][k] for k in ("heldout_loss", "heldout_accuracy") if k in history[-1]},
         "pairs_too_long": too_long,
         "seconds": time.perf_counter() - started,
         "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,

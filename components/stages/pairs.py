@@ -11,7 +11,8 @@
 - Turn pairs (step 6): for one turn state with N critic-ranked candidates, up to `per_state` pairs,
   each made of one candidate from the upper half and one from the lower half of the ranking
   (the middle one of an odd N is left out); the higher-ranked candidate is chosen. Pairs with
-  equal scores carry no preference and are skipped.
+  equal scores carry no preference and are skipped. `pairing: best_worse` (an option of the
+  authors' script) pairs the best-ranked candidate with each of the `per_state` lowest instead.
 
 Stages: `python -m components.stages.pairs trajectory [--config JSON]` reads scored rollouts
 (`trajectories.jsonl`) and writes `pairs.jsonl` (TrajectoryPair); `python -m components.stages.pairs turn
@@ -27,7 +28,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Sequence
 
-from components.config.training import PairRule, PairsConfig, TrainLayout
+from components.config.training import PairRule, PairsConfig, TrainLayout, TurnPairing
 from components.data.records import Trajectory, TrajectoryPair, TurnCandidates, TurnPair, read_jsonl, write_jsonl
 from components.stages.cli import stage_cli
 from components.stages.result import StageResult
@@ -80,9 +81,14 @@ def rule_pairs(cfg: PairsConfig, rule: PairRule, trajs: Sequence[Trajectory]) ->
     return trajectory_pairs(trajs, cfg.min_chosen_score)
 
 
-def turn_pairs(scores: Sequence[float], per_state: int, rng: random.Random) -> list[tuple[int, int]]:
-    """(chosen, rejected) candidate indices: one from the upper half, one from the lower half."""
+def turn_pairs(
+    scores: Sequence[float], per_state: int, rng: random.Random, pairing: TurnPairing = TurnPairing.halves
+) -> list[tuple[int, int]]:
+    """(chosen, rejected) candidate indices. `halves`: random draws of one from the upper half and one
+    from the lower half; `best_worse`: the best-ranked against each of the `per_state` lowest."""
     order = sorted(range(len(scores)), key=lambda i: -scores[i])
+    if pairing == TurnPairing.best_worse:
+        return [(order[0], w) for w in order[::-1][:per_state] if scores[order[0]] > scores[w]]
     half = len(order) // 2
     upper, lower = order[:half], order[len(order) - half :]
     candidates = [(u, w) for u in upper for w in lower if scores[u] > scores[w]]
@@ -121,7 +127,9 @@ def run_trajectory(cfg: PairsConfig, trajectories: Path, out_dir: Path, rule: Pa
     return StageResult(paths={"pairs": path}, metrics=metrics)
 
 
-def state_turn_pairs(state: TurnCandidates, per_state: int, rng: random.Random) -> list[TurnPair]:
+def state_turn_pairs(
+    state: TurnCandidates, per_state: int, rng: random.Random, pairing: TurnPairing = TurnPairing.halves
+) -> list[TurnPair]:
     scores = [c.score for c in state.candidates]
     if any(s is None for s in scores):
         raise ValueError(f"candidates of trajectory {state.trajectory} turn {state.turn} are not ranked")
@@ -136,7 +144,7 @@ def state_turn_pairs(state: TurnCandidates, per_state: int, rng: random.Random) 
             chosen_score=scores[c],
             rejected_score=scores[r],
         )
-        for c, r in turn_pairs(scores, per_state, rng)
+        for c, r in turn_pairs(scores, per_state, rng, pairing)
         if state.candidates[c].response_ids and state.candidates[r].response_ids
     ]
 
@@ -145,7 +153,7 @@ def run_turn(cfg: PairsConfig, ranked: Path, out_dir: Path) -> StageResult:
     """turn_pairs.jsonl from critic-ranked candidates, with turn_pairs_metrics.json."""
     rng = random.Random(cfg.seed)
     states = list(read_jsonl(ranked, TurnCandidates))
-    rows = [pair for state in states for pair in state_turn_pairs(state, cfg.per_state, rng)]
+    rows = [pair for state in states for pair in state_turn_pairs(state, cfg.per_state, rng, cfg.pairing)]
     path = out_dir / "turn_pairs.jsonl"
     write_jsonl(path, rows)
     margins = [p.chosen_score - p.rejected_score for p in rows]

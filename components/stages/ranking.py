@@ -4,13 +4,15 @@ Reads: `candidates.jsonl` (components.stages.candidates), the tasks file (for th
 information c), the trained critic and the baseline model. Writes `out_dir/ranked.jsonl` (the
 same TurnCandidates with each candidate's `score`) and `ranking_metrics.json`.
 
-score(a) = beta * (mean_l log pi_critic(a^l | c, o_t, a^<l) - mean_l log pi_base(a^l | ...)), with
+score(a) = beta * (mean_l log pi_critic(a^l | c, o_t, a^<l) - mean_l log pi_base(a^l | ...)), c being
+what `critic.information` shows the critic (components/lm/critic_inputs.critic_info), with
 `baseline: reference` (the paper): pi_base = the frozen initial critic, also given c; or
 `baseline: actor` (the authors' code): pi_base = the actor's own log-prob, without c.
 The N candidates of a state share their prompt, so each model scores them with
 components.lm.shared_prefix (one pass over the prompt, candidates batched on its KV cache). One
 model is in memory at a time: the baseline pass runs first and its means are cached per state in
-`baseline_means.jsonl` (a re-run resumes after the states already there), then the critic pass.
+`baseline_means.jsonl` (a re-run resumes after the states already there), then the critic pass,
+whose means go to `critic_means.jsonl` (the critic-quality step reads both).
 Run as `python -m components.stages.ranking [--config JSON]`.
 """
 
@@ -27,15 +29,10 @@ from typing import Callable
 from pydantic import BaseModel
 from tqdm.auto import tqdm
 
-from components.config.training import (
-    Baseline,
-    RankingConfig,
-    TrainLayout,
-)
+from components.config.training import Baseline, Information, RankingConfig, TrainLayout
 from components.data.records import Candidate, TurnCandidates, read_jsonl, read_resumable, write_jsonl
 from components.data.split import Split
-from components.lm.critic_inputs import task_of
-from components.lm.sequences import reference_prefix
+from components.lm.critic_inputs import critic_info, info_prefix, task_of
 from components.lm.shared_prefix import continuation_logprobs
 from components.stages.cli import stage_cli
 from components.stages.result import StageResult
@@ -105,7 +102,13 @@ def rank(
 
 
 def run(
-    cfg: RankingConfig, models: RankingModels, beta: float, candidates: Path, task: Task, out_dir: Path
+    cfg: RankingConfig,
+    models: RankingModels,
+    beta: float,
+    candidates: Path,
+    task: Task,
+    out_dir: Path,
+    information: Information = Information.full,
 ) -> StageResult:
     """Score and rank; see the module docstring for the files written."""
     from transformers import AutoTokenizer
@@ -120,7 +123,7 @@ def run(
     def with_c(state: TurnCandidates) -> list[int]:
         if state.task_index not in prefixes:
             record = task_of(state.task_id, state.task_index, tasks)
-            prefixes[state.task_index] = reference_prefix(tokenizer, task.training_info(record))
+            prefixes[state.task_index] = info_prefix(tokenizer, critic_info(task, record, information))
         return prefixes[state.task_index] + state.prompt_ids
 
     if cfg.baseline == Baseline.reference:
@@ -129,7 +132,7 @@ def run(
         base = candidate_means(
             models.actor, states, lambda s: s.prompt_ids, cfg.max_batch, out_dir / "baseline_means.jsonl"
         )
-    critic = candidate_means(models.critic, states, with_c, cfg.max_batch)
+    critic = candidate_means(models.critic, states, with_c, cfg.max_batch, out_dir / "critic_means.jsonl")
     ranked = rank(states, critic, base, beta)
     path = out_dir / "ranked.jsonl"
     write_jsonl(path, ranked)
@@ -156,6 +159,7 @@ def main() -> None:
         layout.candidates,
         task_from_sections(sections),
         layout.ranking_dir,
+        critic.information,
     )
     print(json.dumps(result.metrics))
 

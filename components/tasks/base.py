@@ -15,7 +15,9 @@ A task owns:
 - the training-time information the critic sees (`training_info`, never shown to the actor);
 - its reference answer (`reference_answer`: scores 1, the contract tests check it) and the groups
   its metrics are broken down by (`group`, e.g. a held-out domain), plus `score_alias`, an older
-  name of `mean_score` its metrics keep (ColBench backend: `tests_passed`).
+  name of `mean_score` its metrics keep (ColBench backend: `tests_passed`);
+- optionally, the exact value of one agent turn (`turn_value`, e.g. elicitation's), against which
+  the critic's turn rankings are measured.
 """
 
 from __future__ import annotations
@@ -140,3 +142,9 @@ class Task(ABC):
     @abstractmethod
     def reference_answer(self, record: BaseModel) -> str:
         """An answer that scores 1."""
+
+    def turn_value(self, record: BaseModel, history: Dialogue, action: str, last_turn: bool) -> float | None:
+        """The exact value of sending `action` after the dialogue `history` (the turns before it, each
+        with the human's reply), `last_turn` when no turn follows it; None where the task cannot
+        compute one (the default). What the critic's rankings are measured against."""
+        return None

@@ -10,7 +10,9 @@ followed by the values. One or two irrelevant details about the person are not s
 Scoring is by slot: a slot is right when the answer names its value and no other value of that
 slot (case-insensitive, whole words, a plural `s`/`es` allowed), so listing every value scores 0.
 The `rules` simulator answers only the slots whose keywords or values the last question names.
-The critic's training-time information c is the hidden preferences. Not a task of the SWEET-RL
+The critic's training-time information c is the hidden preferences. The exact value of a turn
+(`turn_value`) is known here: an answer's slot score, or the share of slots revealed once the human
+has replied (what a perfect final answer would score). Not a task of the SWEET-RL
 paper: it is the CPU demo's stand-in for ColBench, sized so that a few minutes of RL move it.
 `group` reports "heldout" (the domains of `elicitation.heldout_domains`) and "seen" apart.
 """
@@ -198,3 +200,13 @@ class ElicitationTask(Task):
 
     def reference_answer(self, record: ElicitationRecord) -> str:
         return ", ".join(record.slots.values())
+
+    def turn_value(self, record: ElicitationRecord, history: Dialogue, action: str, last_turn: bool) -> float:
+        """Exact under the rules simulator: an answer (or any last message) is worth its slot score; a
+        question, the share of slots the dialogue has revealed once the human has replied to it (the
+        score a perfect final answer would then get)."""
+        if last_turn or self.parse_action(action).is_answer:
+            return score_one(0, record, self.final_answer([action])).score
+        replies = [reply or "" for _, reply in history] + [rules_reply(record, action)]
+        revealed = [s for s in DOMAINS[record.domain].slots if any(mentions(r, record.slots[s.name]) for r in replies)]
+        return len(revealed) / len(record.slots)

@@ -1,13 +1,15 @@
 """The one training loop shared by the critic and the actor (DESIGN.md convention 7).
 
-Written out, no Trainer hierarchy: seeded shuffling per epoch, gradient accumulation over
+Written out, no Trainer hierarchy: seeded shuffling per epoch, batches of `batch_size` (a last one
+under half that size is spread over the others, never a step of its own), gradient accumulation over
 micro-batches (the loss of a step is the example-weighted mean of its micro-batches), AdamW (with
 fp32 master weights for bf16 models: training/precision.py),
 linear warm-up then cosine decay to `min_lr_ratio` x lr, global grad-norm clipping, checkpoints
 every `checkpoint_every` steps and at the end, resume from the newest checkpoint (the data order
 is a function of the seed and the epoch, so a resumed run sees exactly the batches it would
 have), and one metrics row per optimizer step appended to `train_metrics.jsonl` (loss, the
-loss function's own metrics, lr, grad norm, tokens/s). The model itself is loaded by the caller,
+loss function's own metrics, lr, grad norm, tokens/s, the batch's size, and what an optional
+`evaluate(model)` measures after the update, e.g. a held-out loss). The model itself is loaded by the caller,
 from the checkpoint when there is one (`training.models.load_trainable`).
 
 With more than one process (cluster.train_processes; training/launch.py), each process runs its
@@ -52,8 +54,24 @@ def epoch_order(n: int, seed: int, epoch: int) -> list[int]:
     return order
 
 
+def epoch_batches(n: int, batch_size: int) -> list[tuple[int, int]]:
+    """(start, end) positions of an epoch's batches in its shuffled order. A last batch of less than
+    half `batch_size` is not a step of its own (one pair would move the model as much as eight): its
+    examples are spread over the other batches, which then hold one more each."""
+    count = math.ceil(n / batch_size)
+    if count > 1 and 0 < n % batch_size < batch_size / 2:
+        count -= 1
+    size, extra = divmod(n, count)
+    bounds, start = [], 0
+    for i in range(count):
+        end = start + size + (i < extra)
+        bounds.append((start, end))
+        start = end
+    return bounds
+
+
 def total_steps(n: int, optim: OptimConfig) -> int:
-    steps = math.ceil(n / optim.batch_size) * optim.epochs
+    steps = len(epoch_batches(n, optim.batch_size)) * optim.epochs
     return min(steps, optim.max_steps) if optim.max_steps else steps
 
 
@@ -120,8 +138,11 @@ def train(
     out_dir: Path,
     config: dict,
     tokens_of: Callable[[list[T]], int],
+    evaluate: Callable[[object], dict[str, float]] | None = None,
 ) -> list[dict]:
-    """Train `model` on `examples`; return every step's metrics (including steps done before a resume)."""
+    """Train `model` on `examples`; return every step's metrics (including steps done before a resume).
+    `evaluate(model)`, when given, runs after each update (every process, no gradients) and its
+    numbers join the step's row: e.g. a held-out loss, the model after the update."""
     if not examples:
         raise ValueError("no training examples")
     distributed.check_batch(optim.batch_size, optim.micro_batch_size)
@@ -129,7 +150,8 @@ def train(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     steps = total_steps(len(examples), optim)
-    per_epoch = math.ceil(len(examples) / optim.batch_size)
+    bounds = epoch_batches(len(examples), optim.batch_size)
+    per_epoch = len(bounds)
     sharded = sharding.active()
     if sharded:
         sharding.shard(model)
@@ -153,7 +175,7 @@ def train(
     for step in range(start, steps):
         epoch, i = divmod(step, per_epoch)
         order = epoch_order(len(examples), optim.seed, epoch)
-        batch = [examples[j] for j in order[i * optim.batch_size : (i + 1) * optim.batch_size]]
+        batch = [examples[j] for j in order[bounds[i][0] : bounds[i][1]]]
         began = time.perf_counter()
         loss, metrics = distributed.sum_metrics(*_accumulate(model, batch, loss_fn, optim.micro_batch_size))
         if not sharded:  # fsdp2's backward has reduce-scattered the summed gradients already
@@ -166,11 +188,13 @@ def train(
         row = {
             "step": step + 1,
             "epoch": epoch,
+            "examples": len(batch),
             "loss": loss,
             **metrics,
             "lr": lr,
             "grad_norm": grad_norm,
             "tokens_per_s": tokens_of(batch) / max(time.perf_counter() - began, 1e-9),
+            **_evaluated(model, evaluate),
         }
         history.append(row)
         bar.update(1)
@@ -186,6 +210,16 @@ def train(
     return history
 
 
+def _evaluated(model, evaluate: Callable[[object], dict[str, float]] | None) -> dict[str, float]:
+    if evaluate is None:
+        return {}
+    model.eval()
+    with torch.no_grad():
+        numbers = evaluate(model)
+    model.train()
+    return numbers
+
+
 def whole_model(model, base: str, optim: OptimConfig, out_dir: Path):
     """The trained `model` whole in this process: `model` itself, or, when `train` sharded it
     (training/sharding.py), the model of the newest checkpoint under `out_dir`, which `train` gathered
@@ -198,7 +232,7 @@ def whole_model(model, base: str, optim: OptimConfig, out_dir: Path):
 def summarize_history(history: list[dict]) -> dict[str, float]:
     """First and last step's loss, and the last epoch's mean of every step metric."""
     last_epoch = [r for r in history if r["epoch"] == history[-1]["epoch"]]
-    keys = [k for k in history[-1] if k not in ("step", "epoch")]
+    keys = [k for k in history[-1] if k not in ("step", "epoch", "examples")]
     return {
         "steps": history[-1]["step"],
         "first_loss": history[0]["loss"],

@@ -43,7 +43,15 @@ def test_code_deps_follow_imports_transitively_and_scripts_started_by_file_name(
 
 
 def test_each_algorithm_runs_its_training_stages_in_order():
-    assert training_stages("sweet") == ("train_pairs", "critic", "candidates", "ranking", "turn_pairs", "actor")
+    assert training_stages("sweet") == (
+        "train_pairs",
+        "critic",
+        "candidates",
+        "ranking",
+        "turn_pairs",
+        "critic_quality",
+        "actor",
+    )
     assert training_stages("mtdpo") == ("train_pairs", "actor") and training_stages("rft") == ("actor",)
     assert "${train.out_dir}/pairs/pairs.jsonl" in dvc_stage(STAGES["actor"], "colbench-backend", "mtdpo")["deps"]
 

@@ -2,7 +2,7 @@ import random
 
 import pytest
 
-from components.config.training import PairRule, PairsConfig
+from components.config.training import PairRule, PairsConfig, TurnPairing
 from components.stages.pairs import gap_pairs, resolve_rule, trajectory_pairs, turn_pairs
 from tests.factories import make_trajectory
 
@@ -58,3 +58,11 @@ def test_turn_pairs_odd_count_ties_and_determinism():
     assert pairs == [(0, 2)]  # the middle candidate is left out
     scores = [i / 16 for i in range(16)]
     assert turn_pairs(scores, 4, random.Random(7)) == turn_pairs(scores, 4, random.Random(7))
+
+
+def test_best_worse_pairs_the_top_candidate_with_the_lowest_ones():
+    scores = [0.2, 0.9, 0.5, 0.1, 0.7, 0.9]
+    pairs = turn_pairs(scores, 2, random.Random(0), TurnPairing.best_worse)
+    assert pairs == [(1, 3), (1, 0)]  # the first of the tied best; the lowest first
+    assert turn_pairs([0.3, 0.3, 0.3], 2, random.Random(0), TurnPairing.best_worse) == []  # ties: no preference
+    assert turn_pairs([0.9, 0.1], 4, random.Random(0), TurnPairing.best_worse) == [(0, 1)]

@@ -443,3 +443,33 @@ def test_rules_tells_details_only_when_their_topic_is_named():
     assert _ask(record, "Do you have a pet?") == "I have a dog named Rex."
     assert "Rex" not in _ask(record, "What day?")
     assert _ask(record, "What day?", max_chars=10) == "The day is"
+
+
+# --- elicitation: the exact value of a turn --------------------------------------------------
+def _value(history, action: str, last: bool = False) -> float:
+    return ElicitationTask({}).turn_value(_meeting(), history, action, last)
+
+
+def test_turn_value_of_a_question_counts_the_slots_revealed_once_the_human_replies():
+    assert _value([], "Hello, how are you?") == 0.0  # "I'm not sure what you mean."
+    assert _value([], "What day would you like?") == pytest.approx(1 / 3)  # "The day is Tuesday."
+    assert _value([], "Which day and time suit you?") == pytest.approx(2 / 3)
+    told = [("What day would you like?", "The day is Tuesday.")]
+    assert _value(told, "Where should we meet?") == pytest.approx(2 / 3)  # day already known, place now
+    assert _value(told, "Is Tuesday good?") == pytest.approx(1 / 3)  # nothing new: still the day only
+    assert _value([("Hi", "I'm not sure what you mean.")], "Hi again") == 0.0
+
+
+def test_turn_value_of_an_answer_or_a_last_message_is_its_slot_score():
+    told = [("What day, time and place?", "The day is Tuesday and the time is morning and the place is online.")]
+    assert _value(told, "I WANT TO ANSWER: Tuesday, morning, online") == 1.0
+    assert _value(told, "I WANT TO ANSWER: Tuesday, evening") == pytest.approx(1 / 3)
+    assert _value(told, "Tuesday morning online", last=True) == 1.0  # the last message is the answer
+    assert _value([], "Where should we meet?", last=True) == 0.0  # a question as the answer scores nothing
+
+
+def test_tasks_without_an_exact_value_say_so(built):
+    if built.task.name == "elicitation":
+        pytest.skip("elicitation has one")
+    record = built.records[0]
+    assert built.task.turn_value(record, [], "a question?", False) is None

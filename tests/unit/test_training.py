@@ -12,7 +12,7 @@ from components.lm.advantage import Normalize, trajectory_scores, turn_advantage
 from components.lm.forward import turn_logprob_sums
 from components.lm.sequences import action_sequence, collate
 from components.training import checkpoint
-from components.training.loop import METRICS_FILE, resume_point, total_steps, train
+from components.training.loop import METRICS_FILE, epoch_batches, resume_point, total_steps, train
 from components.training.models import load_trainable
 
 EXAMPLES = [action_sequence([5 + i, 6], [7, 8 + i]) for i in range(12)]
@@ -129,3 +129,29 @@ def test_the_actor_nll_term_covers_the_chosen_action_or_the_whole_chosen_sequenc
     assert metrics["nll"] == pytest.approx(-predicted.mean().item(), rel=1e-5)
     _, other = dpo_loss_fn(0.1, 0.01, 0, NllScope.action)(model, [example])
     assert metrics["dpo_loss"] == pytest.approx(other["dpo_loss"])  # the scope changes the NLL term only
+
+
+@pytest.mark.parametrize(
+    ("n", "batch", "sizes"),
+    [(41, 8, [9, 8, 8, 8, 8]), (12, 8, [6, 6]), (16, 8, [8, 8]), (9, 8, [9]), (3, 8, [3]), (13, 4, [5, 4, 4])],
+)
+def test_a_short_last_batch_is_never_a_step_of_its_own(n, batch, sizes):
+    bounds = epoch_batches(n, batch)
+    assert [end - start for start, end in bounds] == sizes
+    assert bounds[0][0] == 0 and bounds[-1][1] == n and all(a[1] == b[0] for a, b in zip(bounds, bounds[1:]))
+    assert total_steps(n, optim(batch_size=batch, epochs=2)) == 2 * len(sizes)
+
+
+def test_evaluate_runs_after_each_update_and_joins_the_row(toy_model_dir, tmp_path):
+    cfg = optim(epochs=1)
+    held = EXAMPLES[:2]
+    seen = []
+
+    def evaluate(model):
+        seen.append(model.training)
+        return {"heldout_nll": nll(model, held)[0].item()}
+
+    history = train(load_trainable(str(toy_model_dir), cfg), EXAMPLES, nll, cfg, tmp_path, {}, tokens, evaluate)
+    assert seen == [False] * len(history) and all("heldout_nll" in r for r in history)
+    assert history[-1]["heldout_nll"] < history[0]["heldout_nll"]  # measured after each update: it learns them
+    assert [r["examples"] for r in history] == [4, 4, 4]
