@@ -193,7 +193,43 @@ SEED_OPTIONS = [
     extra=[
         *SEED_OPTIONS,
         _task_option(),
-        cluster_option(),
+        extra_option(
+            "profile",
+            Optional[str],
+            typer.Option(
+                None,
+                help="run profile whose overlay applies, as in `sweetflow run` (e.g. default: the episodes "
+                "`make run` trains with; none: params.yaml's base sections)",
+            ),
+        ),
+        extra_option(
+            "overrides",
+            Optional[list[str]],
+            typer.Option(
+                None,
+                "-S",
+                "--set",
+                help="section.key=value, after the profile (repeatable): the sections eval reads (task, the "
+                "task's, episode, eval, cluster; critic and ranking with --best-of > 1); the flags above win",
+            ),
+        ),
+        extra_option(
+            "best_of",
+            Optional[int],
+            typer.Option(
+                None,
+                "--best-of",
+                help="critic-guided best-of-N: N candidates per agent turn, the critic's best sent "
+                "(1: plain sampling); runs without DVC, so --out may lie anywhere",
+            ),
+        ),
+        extra_option(
+            "critic",
+            Optional[str],
+            typer.Option(
+                None, help="with --best-of N > 1: a trained critic's HF folder, or `base` (params critic.model with c)"
+            ),
+        ),
         extra_option(
             "register",
             bool,
@@ -214,18 +250,21 @@ def evaluate(
     overrides: Optional[list[str]] = None,
     **options,
 ) -> None:
-    """Evaluate a model on a collaborative task (a Prefect flow; logged to MLflow)."""
+    """Evaluate a model on a collaborative task (a Prefect flow; logged to MLflow), optionally under a
+    run profile and with critic-guided best-of-N (`--best-of N --critic PATH|base`)."""
     from flows.eval_flow import EvalParams, eval_flow, resolve, summary_table
 
     _setup()
     params = EvalParams(
         **options, seeds=_seeds(seed, seeds), task=task, register_model=register, overrides=overrides or []
     )
-    cfg, task = _resolve_checked(resolve, params, "eval")
+    cfg, task = _resolve_checked(resolve, params, "eval", inside_project=params.best_of is None)
     metrics = _tracked_flow(_placed(eval_flow, resolve, params), params)
+    best = f", best-of-{params.best_of}" if params.best_of else ""
+    best += f" ranked by critic {params.critic}" if params.critic else ""
     typer.echo(
-        f"\nevaluation of {cfg.model} on {task} ({_simulator(cfg)} simulator), outputs in {cfg.out_dir}, "
-        f"MLflow run {metrics['mlflow_run_id']}:\n{summary_table(metrics)}"
+        f"\nevaluation of {cfg.model} on {task} ({_simulator(cfg)} simulator{best}), "
+        f"outputs in {cfg.out_dir}, MLflow run {metrics['mlflow_run_id']}:\n{summary_table(metrics)}"
     )
     if register:
         gated = metrics["registry"]
@@ -364,8 +403,11 @@ def _placed(flow: Callable[[Any], Any], resolve: Callable[[Any], dict], params: 
         _fail(str(exc))
 
 
-def _resolve_checked(resolve: Callable[[Any], dict], params: Any, section: str) -> tuple[Any, str]:
-    """The flow's resolved stage section and task, or a clear error (bad value, missing model or tasks file)."""
+def _resolve_checked(
+    resolve: Callable[[Any], dict], params: Any, section: str, inside_project: bool = True
+) -> tuple[Any, str]:
+    """The flow's resolved stage section and task, or a clear error (bad value, missing model or tasks
+    file, an output folder outside the DVC project unless not `inside_project`)."""
     from components.config.schema import SECTIONS
     from components.config.sections import ConfigError
     from components.tasks.registry import make_task
@@ -382,7 +424,8 @@ def _resolve_checked(resolve: Callable[[Any], dict], params: Any, section: str) 
                 f"tasks file {task.tasks_file(cfg.split)} not found: run `sweetflow data pull` (or `--from-hub`) first"
             )
         _check_model(cfg.model)
-        check_step_folder(Path(cfg.out_dir))
+        if inside_project:
+            check_step_folder(Path(cfg.out_dir))
     except (ConfigError, FileNotFoundError, ValueError) as exc:
         _fail(str(exc))
     return cfg, task.name

@@ -87,13 +87,15 @@ def validate(doc: dict) -> dict[str, BaseModel]:
     return models
 
 
-def resolve(profile: str = DEFAULT, overrides: list[str] = (), params: dict | None = None) -> dict:
-    """The complete, validated params document of a run (without the `profiles` table)."""
+def resolve(profile: str | None = DEFAULT, overrides: list[str] = (), params: dict | None = None) -> dict:
+    """The complete, validated params document of a run (without the `profiles` table). `profile`
+    None: the base sections with no overlay (what `sweetflow eval` plays unless given --profile)."""
     params = read_params(PARAMS) if params is None else params  # the project's, never an iteration's
     profiles = params.get("profiles") or {}
-    if profile != DEFAULT and profile not in profiles:  # `default` may have an overlay, or be the base itself
+    if profile not in (None, DEFAULT) and profile not in profiles:  # `default` may have an overlay, or be the base
         raise ConfigError(f"unknown profile '{profile}' (params.yaml has: {', '.join([DEFAULT, *profiles])})")
-    doc = deep_merge({k: v for k, v in params.items() if k != "profiles"}, profiles.get(profile) or {})
+    overlay = (profiles.get(profile) or {}) if profile is not None else {}
+    doc = deep_merge({k: v for k, v in params.items() if k != "profiles"}, overlay)
     for text in overrides:
         path, value = parse_override(text)
         set_path(doc, path, value)

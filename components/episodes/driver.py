@@ -4,9 +4,12 @@ Reads tasks, writes `Trajectory` records (components/data/records.py) through a 
 episode ends, so a crash loses only episodes still in flight. Each turn, all live episodes go to
 the agent engine in ONE `generate` call and all questions go to the simulator in ONE `reply` call,
 so a turn lasts as long as its longest response. Every agent action stores the exact prompt ids,
-sampled ids and their log-probs. What happens to an episode between calls (recording, parsing,
-the simulator's request, the next prompt's ids, the seeds) is episode.py's `EpisodeSteps`, shared
-with the per-arrival driver (async_driver.py), which gives the same records.
+sampled ids and their log-probs. How a turn's actions are drawn is the driver's `TurnSampler`
+hook: by default one sample per episode (`PlainSampler`); components/episodes/best_of.py draws N
+candidates per episode in the same one call and keeps the one a critic ranks highest. What
+happens to an episode between calls (recording, parsing, the simulator's request, the next
+prompt's ids, the seeds) is episode.py's `EpisodeSteps`, shared with the per-arrival driver
+(async_driver.py), which gives the same records.
 
 This module also re-exports episode.py's job, config and seed helpers, which the stages import
 from here.
@@ -16,12 +19,12 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable, Sequence
+from typing import Callable, Protocol, Sequence
 
 from tqdm.auto import tqdm
 
 from components.data.records import Trajectory
-from components.engines.base import Engine, SamplingConfig
+from components.engines.base import Engine, Generation, SamplingConfig
 from components.episodes.episode import (
     DriverStats,
     Episode,
@@ -34,18 +37,58 @@ from components.episodes.episode import (
 from components.episodes.simulators import Simulator
 from components.tasks.base import Task
 
-__all__ = ["DriverStats", "EpisodeConfig", "EpisodeDriver", "EpisodeJob", "derive_seed", "episode_seed"]
+__all__ = [
+    "DriverStats",
+    "EpisodeConfig",
+    "EpisodeDriver",
+    "EpisodeJob",
+    "PlainSampler",
+    "TurnSampler",
+    "derive_seed",
+    "episode_seed",
+]
 
 log = logging.getLogger(__name__)
+
+
+class TurnSampler(Protocol):
+    """The driver's hook for a turn's actions: `sample` gives one `Generation` per live episode (in
+    their order) from one `agent.generate` call for the whole batch, each with its exact token ids
+    and log-probs; `identity` is what else the episodes depend on (part of an output folder's
+    episode fingerprint, components/episodes/play.py); `metrics` what it measured, for metrics.json."""
+
+    def sample(self, agent: Engine, episodes: Sequence[Episode], sampling: SamplingConfig) -> list[Generation]: ...
+
+    def identity(self) -> dict: ...
+
+    def metrics(self) -> dict: ...
+
+
+class PlainSampler:
+    """One sample per episode, seeded `derive_seed(episode seed, "turn", t)` (EpisodeSteps.agent_seed)."""
+
+    def sample(self, agent: Engine, episodes: Sequence[Episode], sampling: SamplingConfig) -> list[Generation]:
+        return agent.generate(
+            [ep.prompt_ids for ep in episodes], sampling, [EpisodeSteps.agent_seed(ep) for ep in episodes]
+        )
+
+    def identity(self) -> dict:
+        return {}
+
+    def metrics(self) -> dict:
+        return {}
 
 
 class EpisodeDriver:
     """Runs many episodes in lock-step turns on one agent engine and one simulator."""
 
-    def __init__(self, agent: Engine, simulator: Simulator, cfg: EpisodeConfig, task: Task) -> None:
+    def __init__(
+        self, agent: Engine, simulator: Simulator, cfg: EpisodeConfig, task: Task, sampler: TurnSampler | None = None
+    ) -> None:
         if agent.tokenizer is None:
             raise ValueError(f"the agent engine '{agent.name}' has no tokenizer; token ids are required")
         self.agent, self.simulator, self.cfg, self.task = agent, simulator, cfg, task
+        self.sampler: TurnSampler = sampler or PlainSampler()
         self.stats = DriverStats()
         self.steps = EpisodeSteps(agent.tokenizer, cfg, task, self.stats)
 
@@ -73,9 +116,8 @@ class EpisodeDriver:
 
     def _turn(self, turn: int, live: list[tuple[int, Episode]], finish) -> list[tuple[int, Episode]]:
         sampling = SamplingConfig(temperature=self.cfg.temperature, max_tokens=self.cfg.max_tokens)
-        seeds = [self.steps.agent_seed(ep) for _, ep in live]
         start = time.perf_counter()
-        gens = self.agent.generate([ep.prompt_ids for _, ep in live], sampling, seeds)
+        gens = self.sampler.sample(self.agent, [ep for _, ep in live], sampling)
         seconds = time.perf_counter() - start
         self.stats.agent_calls += 1
         self.stats.agent_wait_s += seconds

@@ -22,7 +22,7 @@ from components.data.records import Trajectory, read_resumable, write_jsonl
 from components.engines.base import Engine, StreamingEngine
 from components.engines.factory import EngineKind, make_engine, resolve_kind
 from components.episodes.async_driver import AsyncEpisodeDriver
-from components.episodes.driver import EpisodeConfig, EpisodeDriver, EpisodeJob
+from components.episodes.driver import EpisodeConfig, EpisodeDriver, EpisodeJob, TurnSampler
 from components.episodes.simulators import SimulatorKind, make_simulator
 from components.tasks.base import Task
 
@@ -120,6 +120,18 @@ def build_driver(
     return EpisodeDriver(agent, simulator, ep_cfg, task)
 
 
+def sampled_driver(
+    cfg: EpisodeStageConfig, episode: EpisodeSection, seed: int, task: Task, gpus: int, sampler: TurnSampler
+) -> EpisodeDriver:
+    """`build_driver`'s turn-synchronous driver with the turn hook `sampler` (e.g. best-of-N): the
+    per-arrival driver has no such hook, so `episode.driver: async` runs sync here (logged)."""
+    if episode.driver == DriverKind.async_:
+        log.warning("episode.driver is async but %s needs the sync driver: running it", type(sampler).__name__)
+    driver = build_driver(cfg, episode.model_copy(update={"driver": DriverKind.sync}), seed, task, gpus)
+    driver.sampler = sampler
+    return driver
+
+
 def close_engines(driver: EpisodeDriver | AsyncEpisodeDriver) -> None:
     """Release the agent engine and the simulator's own engine when it has one."""
     sim_engine = getattr(driver.simulator, "engine", None)
@@ -129,16 +141,29 @@ def close_engines(driver: EpisodeDriver | AsyncEpisodeDriver) -> None:
 
 
 def run_episodes(
-    cfg: EpisodeStageConfig, episode: EpisodeSection, task: Task, jobs: list[EpisodeJob], traj_path: Path, seed: int
+    cfg: EpisodeStageConfig,
+    episode: EpisodeSection,
+    task: Task,
+    jobs: list[EpisodeJob],
+    traj_path: Path,
+    seed: int,
+    sampler: TurnSampler | None = None,
 ) -> dict[str, float]:
     """Run `jobs`, appending each trajectory to `traj_path` as it ends; return speed figures. One
-    engine, or `cluster.rollout_engines` engines on the run's Ray cluster (components/cluster)."""
+    engine, or `cluster.rollout_engines` engines on the run's Ray cluster (components/cluster);
+    with a turn hook `sampler`, one engine and the sync driver (`sampled_driver`)."""
     if not jobs:
         return {"episodes_run": 0}
     placement = cluster_section()
     append = lambda t: write_jsonl(traj_path, [t], append=True)  # noqa: E731
     start = time.perf_counter()
-    if placement.rollout_engines > 1 and join(placement):
+    if sampler is not None:
+        if placement.rollout_engines > 1:
+            log.warning("cluster.rollout_engines is %d: %s runs on one engine", placement.rollout_engines, sampler)
+        engines = 1
+        driver = sampled_driver(cfg, episode, seed, task, placement.tensor_parallel, sampler)
+        trajs, reencoded = _play(driver, jobs, append)
+    elif placement.rollout_engines > 1 and join(placement):
         from components.cluster.episodes import play_sharded
 
         engines = min(placement.rollout_engines, len(jobs))
@@ -254,22 +279,27 @@ def run_and_score(
     seeds: list[int],
     samples: int,
     section: str,
+    sampler: TurnSampler | None = None,
 ) -> tuple[list[Trajectory], dict[str, float]]:
     """The wanted episodes of the selected tasks, resumed from out_dir, all scored in the sandbox.
 
     Runs only the (task, seed, sample) episodes not already in out_dir/trajectories.jsonl (all of
     them when the episode fingerprint changed); returns the scored trajectories in file order,
-    restricted to the wanted ones, and the speed figures of the episodes run now.
+    restricted to the wanted ones, and the speed figures of the episodes run now. `sampler`: the
+    driver's turn hook (`run_episodes`); its `identity` (best-of-N: N and the critic) is part of
+    the fingerprint.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     tasks, indices = select_tasks(task, cfg)
     if not indices:
         raise ValueError(f"split '{cfg.split.value}' of {task.tasks_file(cfg.split)} has no tasks")
-    reset_if_config_changed(out_dir, episode_fingerprint(cfg, episode, task, section))
+    reset_if_config_changed(
+        out_dir, episode_fingerprint(cfg, episode, task, section) | (sampler.identity() if sampler else {})
+    )
     traj_path = out_dir / "trajectories.jsonl"
     jobs = pending_jobs(tasks, indices, seeds, read_resumable(traj_path, Trajectory), samples)
     wanted = set(wanted_keys(indices, seeds, samples))
     log.info("running %d episodes (%d already in %s)", len(jobs), len(wanted) - len(jobs), traj_path)
-    speed = run_episodes(cfg, episode, task, jobs, traj_path, seeds[0])
+    speed = run_episodes(cfg, episode, task, jobs, traj_path, seeds[0], sampler)
     trajs = [t for t in read_resumable(traj_path, Trajectory) if (t.task_index, t.run_seed, t.sample) in wanted]
     return score_trajectories(task, tasks, trajs), speed

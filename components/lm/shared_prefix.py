@@ -143,3 +143,12 @@ def continuation_logprobs_naive(model, prefix_ids: list[int], continuations: lis
             labels = torch.tensor([cont], device=device)
             out.append(token_logprobs(logits, labels)[0].float().cpu())
     return out
+
+
+def continuation_means(
+    model, prefix_ids: list[int], continuations: list[list[int]], max_batch: int = 16
+) -> list[float]:
+    """Per continuation, its mean token log-prob after `prefix_ids` (`continuation_logprobs`; 0.0
+    for an empty one): the per-action term of SWEET-RL's advantage."""
+    logps = continuation_logprobs(model, prefix_ids, continuations, max_batch)
+    return [float(lp.mean()) if len(lp) else 0.0 for lp in logps]

@@ -196,3 +196,98 @@ def test_render_writes_what_the_frontend_scorer_sees(tmp_path):
     assert image.size == (1280, 800) and image.getpixel((600, 600)) == (0, 128, 0)
     missing = runner.invoke(app, ["render", "--html", str(tmp_path / "none.html"), "--out", str(tmp_path / "x.png")])
     assert missing.exit_code == 2 and "not found" in missing.output
+
+
+FAKE_METRICS = {
+    "n": 1,
+    "episodes": 1,
+    "success_rate": 0.0,
+    "success_rate_ci_low": 0.0,
+    "success_rate_ci_high": 0.0,
+    "mean_score": 0.0,
+    "mean_score_ci_low": 0.0,
+    "mean_score_ci_high": 0.0,
+    "mean_turns": 1.0,
+    "answered_rate": 1.0,
+    "mlflow_run_id": "fake",
+}
+
+
+def eval_params_of(monkeypatch, args):
+    """`sweetflow eval ARGS` run up to the flow, which is not run: (result, the flow's parameters)."""
+    from flows import cli
+
+    seen = {}
+
+    def no_flow(flow, params):
+        seen["params"] = params
+        return FAKE_METRICS
+
+    monkeypatch.setattr(cli, "_tracked_flow", no_flow)
+    return runner.invoke(app, ["eval", *args]), seen.get("params")
+
+
+def test_eval_plays_a_profile_with_overrides_and_its_own_flags_win(monkeypatch, prepared_model_dir):
+    from flows.eval_flow import resolve
+
+    args = ["--profile", "default", "-S", "episode.max_turns=2", "-S", "eval.limit=7", "--limit", "5"]
+    result, params = eval_params_of(monkeypatch, [*args, "-S", "eval.seeds=[1, 2]"])
+    assert result.exit_code == 0, result.output
+    doc = resolve(params)
+    assert doc["task"] == {"name": "elicitation"} and "elicitation" in doc and "data" not in doc
+    assert doc["episode"]["max_turns"] == 2  # -S over the profile's 3
+    assert (doc["episode"]["max_tokens"], doc["episode"]["temperature"]) == (24, 0.7)  # the profile's
+    assert doc["eval"]["limit"] == 5 and doc["eval"]["seeds"] == [1, 2]  # --limit over -S over the profile's 64
+    assert "critic" not in doc and "ranking" not in doc
+
+
+def test_eval_without_a_profile_resolves_as_before(monkeypatch, prepared_model_dir):
+    from flows.eval_flow import EvalParams, resolve
+    from flows.plan import ZERO_SHOT
+    from flows.steps import stages_doc, task_name
+
+    assert resolve(EvalParams()) == stages_doc([ZERO_SHOT], task_name(None), {})
+    result, params = eval_params_of(monkeypatch, ["--limit", "3", "-S", "cluster.local_cpus=2"])
+    assert result.exit_code == 0, result.output
+    doc = resolve(params)
+    assert doc["eval"]["limit"] == 3 and doc["cluster"]["local_cpus"] == 2
+    assert doc["episode"]["max_turns"] == 10  # params.yaml's base
+
+
+def test_eval_best_of_reads_the_critic_sections_and_may_write_outside_the_project(
+    monkeypatch, tmp_path, prepared_model_dir
+):
+    from flows.eval_flow import resolve
+
+    args = ["--profile", "default", "--best-of", "4", "--critic", "base", "-S", "critic.beta=0.2"]
+    result, params = eval_params_of(monkeypatch, [*args, "-S", "ranking.max_batch=4", "--out", str(tmp_path / "bon")])
+    assert result.exit_code == 0, result.output
+    assert "best-of-4 ranked by critic base" in result.output
+    doc = resolve(params)
+    assert (
+        doc["critic"]["beta"] == 0.2
+        and doc["ranking"]["max_batch"] == 4
+        and doc["eval"]["out_dir"] == str(tmp_path / "bon")
+    )
+    assert (params.best_of, params.critic) == (4, "base")
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--best-of", "0"], "--best-of must be at least 1"),
+        (["--best-of", "4"], "--best-of 4 needs --critic"),
+        (["--best-of", "1", "--critic", "base"], "refused with --best-of 1"),
+        (["--best-of", "4", "--critic", "/nonexistent/critic"], "is not an HF model folder"),
+        (["--critic", "base"], "needs --best-of"),
+        (["--best-of", "2", "--critic", "base", "--register"], "--register is refused with --best-of"),
+        (["--profile", "default", "-S", "actor.beta=0.2"], "eval reads only the sections"),
+        (["--profile", "default", "-S", "critic.beta=0.2"], "eval reads only the sections"),
+        (["--profile", "nope"], "unknown profile 'nope'"),
+        (["--profile", "default", "-S", "episode.max_turns=0"], "episode.max_turns"),
+        (["--out", "/tmp/sweetflow-eval-outside"], "lies outside the project"),  # plain eval runs on DVC
+    ],
+)
+def test_eval_refuses_bad_profile_override_and_best_of_options(monkeypatch, args, message):
+    result, params = eval_params_of(monkeypatch, args)
+    assert result.exit_code == 2 and message in result.output and params is None
