@@ -29,17 +29,21 @@ from prefect import flow, get_run_logger, task
 
 from components.data.records import Trajectory, read_jsonl
 from components.episodes.metrics import win_rate
-from components.stages.catalogue import STAGES, Kind
+from components.stages.catalogue import STAGES, Kind, training_stages
 from components.tracking import store as tracking
 from components.tracking.compare import DEFAULT_EXPERIMENT, eval_runs, plot
+from components.tracking.critic_report import critic_quality_table
 from flows import inputs
+from flows.baselines import BASELINES
 from flows.cluster import cluster_config, moved_to_cluster, run_step
 from flows.plan import (
     GSM8K_ALGOS,
+    QUALITY,
     ROLLOUTS,
     PipelineAlgo,
     PipelineParams,
     RunPlan,
+    baseline_doc,
     baseline_stages,
     check_baselines,
     plan_run,
@@ -60,7 +64,8 @@ class Iteration:
     eval_dir: str | None = None  # the evaluation's folder (trajectories.jsonl), when evaluated
     no_signal: str | None = None
     registry: dict[str, Any] | None = None
-    baselines: dict[str, dict[str, Any]] = field(default_factory=dict)  # algo -> an Iteration as a dict
+    baselines: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> an Iteration as a dict
+    critic_quality: dict[str, Any] = field(default_factory=dict)  # a SWEET-RL critic's quality metrics, if measured
 
 
 def resolve(params: PipelineParams) -> RunPlan:
@@ -132,29 +137,42 @@ def gate_task(model: str, run_id: str, metrics: dict, k: int, task: str) -> dict
 def run_iteration(plan: RunPlan, k: int, start: str, parent: str, experiment: str) -> Iteration:
     """Iteration k's stages in order, each tracked; stops before training when there is no signal."""
     it = Iteration(k, start if k == 0 else str(plan.trained_actor(k)))
-    run_stages(plan, write_iteration(plan, k, start), plan.stages(k), it, plan.algo.value, start, parent, experiment)
+    dvc_yaml = write_iteration(plan, k, start)
+    run_stages(plan, dvc_yaml, plan.stages(k), it, plan.algo, plan.algo.value, start, parent, experiment)
     return it
 
 
-def run_baseline(plan: RunPlan, algo: str, start: str, parent: str, experiment: str) -> Iteration:
-    """The baseline `algo` trained on iteration 1's rollouts (iter-1/<algo>/) and evaluated."""
-    it = Iteration(1, str(plan.iteration_dir(1) / algo / "actor" / "model"))
+def run_baseline(plan: RunPlan, name: str, start: str, parent: str, experiment: str) -> Iteration:
+    """The baseline `name` (flows/baselines.py) trained on iteration 1's rollouts (iter-1/<name>/)
+    and evaluated; its MLflow runs are tagged with `name` as their algo."""
+    algo = PipelineAlgo(BASELINES[name].algo)
+    it = Iteration(1, str(plan.iteration_dir(1) / name / "actor" / "model"))
     rollouts = json.loads((plan.iteration_dir(1) / ROLLOUTS / "metrics.json").read_text())
     rft_min_score = plan.doc["actor"]["rft_min_score"]
-    it.no_signal = inputs.no_signal(PipelineAlgo(algo), ROLLOUTS, rollouts, rft_min_score)
+    it.no_signal = inputs.no_signal(algo, ROLLOUTS, rollouts, rft_min_score)
     if it.no_signal:  # the rollouts were made (and checked) for the run's own algorithm
         it.actor = start
-        get_run_logger().warning("%s baseline: no learning signal (%s); not trained", algo, it.no_signal)
+        get_run_logger().warning("%s baseline: no learning signal (%s); not trained", name, it.no_signal)
         return it
-    dvc_yaml = write_baseline(plan, 1, start, algo)
-    run_stages(plan, dvc_yaml, baseline_stages(algo), it, algo, start, parent, experiment)
+    dvc_yaml = write_baseline(plan, 1, start, name)
+    stages = baseline_stages(name, baseline_doc(plan, 1, start, name))
+    run_stages(plan, dvc_yaml, stages, it, algo, name, start, parent, experiment)
     return it
 
 
 def run_stages(
-    plan: RunPlan, dvc_yaml: Path, stages, it: Iteration, algo: str, start: str, parent: str, experiment: str
+    plan: RunPlan,
+    dvc_yaml: Path,
+    stages,
+    it: Iteration,
+    algo: PipelineAlgo,
+    name: str,
+    start: str,
+    parent: str,
+    experiment: str,
 ) -> None:
-    """`stages` of `dvc_yaml` in order, each tracked, into `it`; stops before training when there is no signal."""
+    """`stages` of `dvc_yaml` in order, each tracked (tagged with `name` as algo: the run's algo or a
+    baseline's name), into `it`; stops before training when there is no signal."""
     rft_min_score = plan.doc.get("actor", {}).get("rft_min_score", 1.0)
     cluster = cluster_config(plan.doc)
     for stage in stages:
@@ -164,17 +182,19 @@ def run_stages(
         (it.ran if ran else it.skipped).append(stage)
         if kind == Kind.data:  # the task's records: versioned by DVC, read by the stages that follow
             continue
-        tracked = track_task(plan, dvc_yaml, stage, it.k, ran, parent, experiment, algo)
+        tracked = track_task(plan, dvc_yaml, stage, it.k, ran, parent, experiment, name)
         if kind in (Kind.eval, Kind.cory):
             it.metrics = tracked["metrics"]
+        if stage == QUALITY:
+            it.critic_quality = tracked["metrics"]
         if kind == Kind.eval:
             it.eval_dir = str(Path(tracked["metrics_file"]).parent)
             it.registry = gate_task(it.actor, tracked["run_id"], it.metrics, it.k, plan.task)
-        it.no_signal = inputs.no_signal(PipelineAlgo(algo), stage, tracked["metrics"], rft_min_score)
+        it.no_signal = inputs.no_signal(algo, stage, tracked["metrics"], rft_min_score)
         if it.no_signal:
             it.actor = start
             get_run_logger().warning(
-                "%s iteration %d: no learning signal (%s); actor %s carried forward", algo, it.k, it.no_signal, start
+                "%s iteration %d: no learning signal (%s); actor %s carried forward", name, it.k, it.no_signal, start
             )
             return
 
@@ -254,7 +274,8 @@ def _win_cell(eval_dir: str | None, zero_shot_dir: str | None) -> str:
 
 def results_table(plan: RunPlan, iterations: list[Iteration]) -> str:
     """Markdown: one row per evaluated model (zero-shot, each iteration, each baseline) with its mean
-    score and success rate, their 95% intervals over tasks, and n."""
+    score and success rate, their 95% intervals over tasks, and n; then, when a SWEET-RL critic was
+    measured, the critic-quality table (components/tracking/critic_report.py)."""
 
     def cell(m: dict, key: str) -> str:
         return f"{m[key]:.3f} [{m[f'{key}_ci_low']:.3f}, {m[f'{key}_ci_high']:.3f}]"
@@ -277,7 +298,21 @@ def results_table(plan: RunPlan, iterations: list[Iteration]) -> str:
         "| algorithm | iteration | mean_score [95% CI] | success_rate [95% CI] | win rate vs zero-shot (tasks) | n |",
         "|---|---:|---|---|---|---:|",
     ]
-    return "\n".join(head + rows) + "\n"
+    quality = critic_quality_table(quality_rows(plan, iterations))
+    return "\n".join(head + rows) + "\n" + (f"\n{quality}" if quality else "")
+
+
+def quality_rows(plan: RunPlan, iterations: list[Iteration]) -> list[tuple[str, int, dict, str | None]]:
+    """(model, iteration, critic-quality metrics, no-signal reason) of each SWEET-RL model of the run:
+    each training iteration of a SWEET-RL run, and each baseline whose algorithm is SWEET-RL."""
+    rows = []
+    for it in iterations:
+        if it.k and QUALITY in plan.stages(it.k):
+            rows.append((plan.algo.value, it.k, it.critic_quality, it.no_signal))
+        for name, entry in it.baselines.items():
+            if QUALITY in training_stages(BASELINES[name].algo):
+                rows.append((name, it.k, entry.get("critic_quality") or {}, entry["no_signal"]))
+    return rows
 
 
 @flow(name="sweetflow-pipeline", log_prints=True)

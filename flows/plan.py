@@ -19,6 +19,12 @@ rollouts with actor k-1 (the base model for k = 1), trains actor k with the algo
 Rollout and candidate seeds move with k so that iterations sample afresh; the eval seeds stay
 fixed so that iterations are compared on the same episodes.
 
+Baselines (`--baselines`, the names of flows/baselines.py: other algorithms and SWEET-RL ablations)
+train on iteration 1's rollouts in iter-1/<name>/ with their own params.yaml and dvc.yaml; a
+SWEET-RL one ranks the candidates the run's own iteration sampled (`train.candidates`) when it
+would sample the same ones, and a stage its settings make unnecessary (the critic's training for
+an untrained critic) is not in its dvc.yaml (catalogue `Stage.unless`).
+
 GSM8K algorithms (cory, ppo): one stage, `cory`, in iter-1, which runs `cory.iterations` PPO
 iterations itself (evaluating both agents after each) and resumes from its checkpoint, so a
 longer `cory.iterations` extends a run in the same folder instead of starting another.
@@ -43,12 +49,24 @@ import yaml
 from pydantic import BaseModel, Field, field_validator
 
 from components.config.sections import PARAMS_ENV, ConfigError, TaskSection
-from components.stages.catalogue import CODE_ROOT, STAGES, TASK, Out, Stage, code_deps, training_stages
+from components.config.training import TrainLayout
+from components.stages.catalogue import (
+    CODE_ROOT,
+    STAGES,
+    TASK,
+    Out,
+    Stage,
+    code_deps,
+    skipped_outs,
+    training_stages,
+)
 from components.tasks.registry import TASKS, task_class
 from flows import profiles
+from flows.baselines import BASELINES, check_settings, identity, variant_doc
 
 RUNS_ROOT = Path("runs/pipeline")
 ZERO_SHOT, ROLLOUTS, EVAL_ACTOR, CORY = "eval_zero_shot", "rollouts", "eval_actor", "cory"
+QUALITY = "critic_quality"  # the stage measuring a SWEET-RL critic (results.md's critic-quality table)
 
 
 class PipelineAlgo(str, Enum):
@@ -95,8 +113,11 @@ class PipelineParams(BaseModel):
     runs_root: str = Field(str(RUNS_ROOT), description="folder holding the runs' iteration folders")
     baselines: list[str] = Field(
         default_factory=list,
-        description="other algorithms (sweet | mtdpo | rft) trained on iteration 1's rollouts and evaluated "
-        "on the same eval tasks, in iter-1/<algo>/, for a side-by-side table (make run: mtdpo, rft)",
+        description="other algorithms and SWEET-RL ablations trained on iteration 1's rollouts and evaluated "
+        "on the same eval tasks, in iter-1/<name>/, for a side-by-side table (make run: mtdpo, rft): "
+        + "; ".join(f"{c.name} ({c.about})" for c in BASELINES.values())
+        + ". SWEET-RL ones rank the run's own candidates when it sampled them; one that would repeat the run "
+        "(e.g. sweet-reference when ranking.baseline is reference) is refused",
     )
 
     @field_validator("baselines", mode="before")
@@ -138,7 +159,7 @@ class RunPlan:
         if k == 0:
             generator = task_class(self.task).generator
             return (*([generator] if generator else []), ZERO_SHOT)
-        return (ROLLOUTS, *training_stages(self.algo.value), EVAL_ACTOR)
+        return (ROLLOUTS, *training_stages(self.algo.value, self.doc), EVAL_ACTOR)
 
     def trained_actor(self, k: int) -> Path:
         """Where iteration k (>= 1) writes its trained actor (CORY/PPO: the agents' LoRA adapters)."""
@@ -199,37 +220,63 @@ def _sections_of(algo: PipelineAlgo, doc: dict[str, Any], overrides: list[str]) 
 
 
 def check_baselines(plan: RunPlan, baselines: Sequence[str]) -> None:
-    """ConfigError unless every baseline is another collaborative-task algorithm than the run's."""
-    task_algos = [a.value for a in PipelineAlgo if a not in GSM8K_ALGOS]
+    """ConfigError unless every baseline is a known name (BASELINES) whose algorithm and settings
+    differ from the run's and from the other baselines' (it would repeat them), on valid parameters."""
     if baselines and plan.gsm8k:
-        raise ConfigError(f"--baselines apply to {', '.join(task_algos)}, not to {plan.algo.value} (GSM8K)")
-    bad = [b for b in baselines if b not in task_algos or b == plan.algo.value]
+        raise ConfigError(f"--baselines apply to {', '.join(BASELINES)}, not to {plan.algo.value} (GSM8K)")
+    seen = {identity(plan.doc): "the run itself"}
+    bad, reasons = [], []
+    for name in baselines:
+        if name not in BASELINES:
+            bad.append(name)
+            reasons.append(f"{name} is none of {', '.join(BASELINES)}")
+            continue
+        doc = variant_doc(plan.doc, BASELINES[name])
+        same = seen.setdefault(identity(doc), f"baseline {name}")
+        if same != f"baseline {name}":
+            bad.append(name)
+            reasons.append(f"{name} would repeat {same} ({BASELINES[name].describe()} already)")
     if bad:
-        raise ConfigError(
-            f"baseline(s) {', '.join(bad)}: choose algorithms other than {plan.algo.value} "
-            f"among {', '.join(task_algos)}"
-        )
+        raise ConfigError(f"baseline(s) {', '.join(bad)}: {'; '.join(reasons)}")
+    for name in baselines:
+        check_settings(variant_doc(plan.doc, BASELINES[name]), BASELINES[name])
 
 
-def baseline_doc(plan: RunPlan, k: int, start: str, algo: str) -> dict[str, Any]:
-    """Iteration k's parameters for the baseline `algo`: the same rollouts (iter-k/rollouts) and
-    eval tasks, its own training and evaluation folders under iter-k/<algo>/."""
-    doc, folder = iteration_doc(plan, k, start), plan.iteration_dir(k) / algo
-    doc["actor"]["algo"] = algo
+def baseline_doc(plan: RunPlan, k: int, start: str, name: str) -> dict[str, Any]:
+    """Iteration k's parameters for the baseline `name`: the same rollouts (iter-k/rollouts) and
+    eval tasks, its own training and evaluation folders under iter-k/<name>/. A SWEET-RL one ranks
+    the candidates the run's iteration samples (`train.candidates`) when those are the ones it
+    would sample itself (same actor, rollouts and candidate settings): no second sampling."""
+    own, folder = iteration_doc(plan, k, start), plan.iteration_dir(k) / name
+    doc = variant_doc(own, BASELINES[name])
     doc["train"]["out_dir"] = str(folder)
     doc["eval"].update(model=str(folder / "actor" / "model"), out_dir=str(folder / "eval"))
+    if "candidates" in plan.stages(k) and "candidates" in training_stages(doc["actor"]["algo"], doc):
+        if _same_candidates(own, doc):
+            doc["train"]["candidates"] = str(TrainLayout(Path(own["train"]["out_dir"])).candidates)
     return doc
 
 
-def baseline_stages(algo: str) -> tuple[str, ...]:
-    """A baseline's stages: its training stages, then the evaluation of its actor."""
-    return (*training_stages(algo), EVAL_ACTOR)
+def _same_candidates(own: dict[str, Any], doc: dict[str, Any]) -> bool:
+    """Whether the candidates stage would sample the same candidates under both parameters."""
+    where = ("out_dir", "candidates", "experiment")
+    return all(
+        {k: v for k, v in own[s].items() if k not in where} == {k: v for k, v in doc[s].items() if k not in where}
+        for s in STAGES["candidates"].sections
+    )
 
 
-def write_baseline(plan: RunPlan, k: int, start: str, algo: str, project: Path = Path(".")) -> Path:
-    """iter-k/<algo>/{params.yaml,dvc.yaml}: the baseline's training stages and evaluation."""
-    doc = baseline_doc(plan, k, start, algo)
-    return write_stages(plan.iteration_dir(k) / algo, baseline_stages(algo), doc, algo, project)
+def baseline_stages(name: str, doc: dict[str, Any]) -> tuple[str, ...]:
+    """A baseline's stages on its parameters `doc` (baseline_doc): its training stages, then the
+    evaluation of its actor."""
+    return (*training_stages(BASELINES[name].algo, doc), EVAL_ACTOR)
+
+
+def write_baseline(plan: RunPlan, k: int, start: str, name: str, project: Path = Path(".")) -> Path:
+    """iter-k/<name>/{params.yaml,dvc.yaml}: the baseline's training stages and evaluation."""
+    doc = baseline_doc(plan, k, start, name)
+    algo = BASELINES[name].algo
+    return write_stages(plan.iteration_dir(k) / name, baseline_stages(name, doc), doc, algo, project)
 
 
 def iteration_doc(plan: RunPlan, k: int, start: str) -> dict[str, Any]:
@@ -282,12 +329,15 @@ def _out(out: Out) -> Any:
     return {out.path: flags} if flags else out.path
 
 
-def dvc_stage(stage: Stage, task: str, algo: str | None = None) -> dict[str, Any]:
+def dvc_stage(stage: Stage, task: str, algo: str | None = None, doc: dict[str, Any] | None = None) -> dict[str, Any]:
     """The stage as dvc.yaml declares it for `task`, `${section.key}` kept: the command, its code
-    (every project file the module imports), its inputs and models, params sections, outs and metrics."""
+    (every project file the module imports), its inputs and models, params sections, outs and metrics.
+    Under run parameters `doc`, the outs of stages they make unnecessary are no deps (catalogue.skipped_outs)."""
+    skipped = skipped_outs(algo, doc)
+    reads = [*stage.inputs_for(algo, task_class(task).file_key), *stage.models]
     spec: dict[str, Any] = {
         "cmd": " ".join(["python -m", stage.module, *stage.args]),
-        "deps": [*code_deps(stage.module), *stage.inputs_for(algo, task_class(task).file_key), *stage.models],
+        "deps": [*code_deps(stage.module), *(d for d in reads if d not in skipped)],
     }
     if stage.sections:
         spec["params"] = list(stage.sections_for(task_class(task).sections))
@@ -326,7 +376,7 @@ def resolved_stage(
     with SWEETFLOW_PARAMS naming the run's params file. A model that is neither a local folder nor
     produced by a stage of the same file (a hub id) is not a dep."""
     stage = STAGES[name]
-    spec = dvc_stage(stage, (doc.get(TASK) or {}).get("name", TaskSection().name), algo)
+    spec = dvc_stage(stage, (doc.get(TASK) or {}).get("name", TaskSection().name), algo, doc)
     models = set(interpolate(list(stage.models), doc))
     spec["deps"] += [f"${{{key}}}" for key in stage.optional_inputs if _is_set(doc, key)]
     spec = interpolate(spec, doc)

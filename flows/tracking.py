@@ -37,8 +37,9 @@ def log_nested_run(
     curve_step: str = "step",
     curve_prefix: str = "train/",
 ) -> str:
-    """A nested MLflow run under `parent` (a top-level run when None): config as params, metrics,
-    `files` as artifacts, every numeric value of every row of a JSONL file (`curves`: a
+    """A nested MLflow run under `parent` (a top-level run when None): config as params, the numeric
+    metrics as metrics and the string ones (e.g. critic quality's `ranking_baseline`) as tags
+    `result.<key>`, `files` as artifacts, every numeric value of every row of a JSONL file (`curves`: a
     train_metrics.jsonl, or CORY's iterations.jsonl) as a metric curve `<curve_prefix><key>` by the
     row's `curve_step`, and the first `sample_dialogues` trajectories of `dialogues` rendered as
     markdown. Returns the run id.
@@ -53,6 +54,7 @@ def log_nested_run(
     ) as run:
         mlflow.log_params(tracking.flatten(config))
         mlflow.log_metrics(tracking.numeric(metrics))
+        mlflow.set_tags({f"result.{k}": v[:5000] for k, v in metrics.items() if isinstance(v, str)})
         for path in files:
             mlflow.log_artifact(str(path))
         if curves is not None and curves.exists():

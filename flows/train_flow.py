@@ -112,7 +112,7 @@ def train_flow(params: TrainParams = TrainParams()) -> dict:
     check_step_folder(Path(doc["train"]["out_dir"]))
     check_inputs(doc)
     algo, root = doc["actor"]["algo"], Path(doc["train"]["out_dir"])
-    stages = training_stages(algo)
+    stages = training_stages(algo, doc)
     tracking.configure()
     results: dict[str, dict] = {}
     experiment = tracking.experiment_id(doc["train"]["experiment"])

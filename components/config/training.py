@@ -134,14 +134,27 @@ class TrainConfig(_Section):
     model: str = Field("models/smollm2-135m-instruct", description="the actor to improve (HF folder)")
     trajectories: Path = Field(Path("runs/rollouts"), description="rollouts folder holding trajectories.jsonl")
     out_dir: Path = Field(Path("runs/train"), description="root of every training stage's files")
+    candidates: Path | None = Field(
+        None,
+        description="candidates.jsonl of sampled turn states to rank (null: the candidates stage's own, "
+        "<out_dir>/candidates/candidates.jsonl); set, the candidates stage does not run (a pipeline's SWEET-RL "
+        "ablations rank the candidates its SWEET-RL iteration sampled)",
+    )
     experiment: str = Field("sweetflow-train", min_length=1, description="MLflow experiment")
 
 
 @dataclass(frozen=True)
 class TrainLayout:
-    """Where each training stage reads and writes, under one root folder."""
+    """Where each training stage reads and writes, under one root folder (the candidates to rank
+    may come from elsewhere: `train.candidates`)."""
 
     root: Path
+    candidates_file: Path | None = None  # None: root/candidates/candidates.jsonl
+
+    @classmethod
+    def of(cls, cfg: TrainConfig) -> "TrainLayout":
+        """The layout of a `train` section: its out_dir, and its candidates file when set."""
+        return cls(cfg.out_dir, cfg.candidates)
 
     @property
     def pairs(self) -> Path:
@@ -153,7 +166,7 @@ class TrainLayout:
 
     @property
     def candidates(self) -> Path:
-        return self.root / "candidates" / "candidates.jsonl"
+        return self.candidates_file or self.root / "candidates" / "candidates.jsonl"
 
     @property
     def ranking_dir(self) -> Path:
@@ -221,13 +234,39 @@ class Baseline(str, Enum):
     actor = "actor"  # authors' code: the actor's own log-prob, without c
 
 
+class CriticChoice(str, Enum):
+    """Which critic ranks the candidates (and is measured as `trained` by the critic-quality step)."""
+
+    trained = "trained"  # the critic the `critic` stage trained (SWEET-RL)
+    untrained = "untrained"  # the frozen base model `critic.model`, with c: SWEET-RL without critic training
+
+    @property
+    def trains(self) -> bool:
+        """Whether the run trains a critic (the `critic` stage runs)."""
+        return self is CriticChoice.trained
+
+
 class RankingConfig(_Section):
     baseline: Baseline = Field(
         Baseline.reference,
         description="reference (paper: the frozen initial critic, "
         "with c) | actor (authors' code: the actor's own mean log-prob, without c)",
     )
+    critic: CriticChoice = Field(
+        CriticChoice.trained,
+        description="trained (the critic stage's model, SWEET-RL) | untrained (the base model critic.model with "
+        "c, no critic training: the ablation; needs baseline actor, as under reference every score is 0)",
+    )
     max_batch: int = Field(16, ge=1, description="candidates per forward pass (sharing the state's cache)")
+
+    @model_validator(mode="after")
+    def _untrained_needs_a_baseline_apart(self) -> "RankingConfig":
+        if self.critic == CriticChoice.untrained and self.baseline == Baseline.reference:
+            raise ValueError(
+                "critic untrained with baseline reference scores every candidate 0 (the frozen base model minus "
+                "itself): set ranking.baseline=actor"
+            )
+        return self
 
 
 class ActorConfig(_Section):

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
-from components.config.training import TrainLayout
+from components.config.training import CriticChoice, TrainLayout
 
 CODE_ROOT = Path(__file__).resolve().parents[2]  # the checkout holding components/
 PACKAGE = "components"
@@ -49,6 +49,21 @@ class Out:
 
 
 @dataclass(frozen=True)
+class Unless:
+    """A run setting that makes a stage unnecessary: `key` (`section.key`) equal to `value`, or, with
+    `value` None, set at all (not null). Such a stage does not run, and no stage of the run depends
+    on its outs (`skipped_outs`)."""
+
+    key: str
+    value: str | None = None
+
+    def holds(self, doc: Mapping[str, Any]) -> bool:
+        section, _, name = self.key.partition(".")
+        got = (doc.get(section) or {}).get(name)
+        return got is not None if self.value is None else got == self.value
+
+
+@dataclass(frozen=True)
 class Stage:
     name: str
     label: str  # what the console and MLflow call it
@@ -66,6 +81,7 @@ class Stage:
     artifacts: tuple[str, ...] = ()  # further files kept in MLflow
     dialogues: str | None = None  # trajectories rendered as sample dialogues
     sample_key: str | None = None  # `section.key` giving how many dialogues to render
+    unless: Unless | None = None  # a run setting under which the stage does not run
 
     def sections_for(self, task_sections: Sequence[str]) -> tuple[str, ...]:
         """The sections it reads when playing a task whose own sections are `task_sections`
@@ -195,6 +211,7 @@ STAGES: dict[str, Stage] = {
             frozenset({"sweet"}),
             curves=str(TRAIN.critic_dir / "train_metrics.jsonl"),
             artifacts=(str(TRAIN.critic_dir / "advantages.md"),),
+            unless=Unless("ranking.critic", CriticChoice.untrained.value),  # the base model ranks: nothing to train
         ),
         Stage(
             "candidates",
@@ -207,6 +224,7 @@ STAGES: dict[str, Stage] = {
             str(TRAIN.candidates.parent / "candidates_metrics.json"),
             Kind.train,
             frozenset({"sweet"}),
+            unless=Unless("train.candidates"),  # the run ranks candidates sampled before (another run's)
         ),
         Stage(
             "ranking",
@@ -223,6 +241,7 @@ STAGES: dict[str, Stage] = {
             str(TRAIN.ranking_dir / "ranking_metrics.json"),
             Kind.train,
             frozenset({"sweet"}),
+            optional_inputs=("train.candidates",),
         ),
         Stage(
             "turn_pairs",
@@ -309,9 +328,23 @@ STAGES: dict[str, Stage] = {
 TRAIN_ORDER = ("train_pairs", "critic", "candidates", "ranking", "turn_pairs", "critic_quality", "actor")
 
 
-def training_stages(algo: str) -> tuple[str, ...]:
-    """The training stages `algo` runs, in order."""
-    return tuple(name for name in TRAIN_ORDER if algo in STAGES[name].algos)
+def training_stages(algo: str, doc: Mapping[str, Any] | None = None) -> tuple[str, ...]:
+    """The training stages `algo` runs, in order; under the run parameters `doc`, less the stages
+    its settings make unnecessary (`Stage.unless`: no critic training for an untrained critic, no
+    sampling when the candidates come from elsewhere)."""
+    return tuple(name for name in TRAIN_ORDER if algo in STAGES[name].algos and not _unneeded(STAGES[name], doc))
+
+
+def _unneeded(stage: Stage, doc: Mapping[str, Any] | None) -> bool:
+    return doc is not None and stage.unless is not None and stage.unless.holds(doc)
+
+
+def skipped_outs(algo: str | None, doc: Mapping[str, Any] | None) -> set[str]:
+    """The outs (templates) of `algo`'s training stages that `doc` makes unnecessary: nothing of the
+    run writes them, so no stage of it declares them as deps (its module reads another file then)."""
+    if algo is None or doc is None:
+        return set()
+    return {o.path for s in STAGES.values() if algo in s.algos and _unneeded(s, doc) for o in s.outs}
 
 
 def stages_of_module(module: str) -> list[Stage]:

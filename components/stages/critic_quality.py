@@ -8,7 +8,8 @@ its base model (the frozen reference) and the actor. Writes to out_dir `metrics.
 
 Four scorers are measured, each a difference of two mean log-probs times beta (components/lm/advantage.py):
 - `trained`: the ranking as used, the trained critic with c minus the ranking baseline
-  (`ranking.baseline`: the frozen reference with c, or the actor without c);
+  (`ranking.baseline`: the frozen reference with c, or the actor without c); with `ranking.critic:
+  untrained` the ranking's critic is the base model, so `trained` equals `untrained` and `learned` is 0;
 - `untrained`: the same formula with the untrained critic (the frozen base model with c): what the
   base model's reading of c alone gives (identically 0, all ties, under baseline `reference`);
 - `learned`: the trained critic minus its frozen reference, both with c: what training added;
@@ -39,7 +40,7 @@ from components.lm.forward import frozen_reference_sums
 from components.lm.sequences import TokenSequence, dialogue_sequence
 from components.stages.cli import stage_cli
 from components.stages.critic import held_out
-from components.stages.ranking import RankingModels, StateMeans, candidate_means, state_key
+from components.stages.ranking import RankingModels, StateMeans, candidate_means, ranking_models, state_key
 from components.stages.result import StageResult
 from components.tasks.base import Task
 from components.tasks.registry import task_from_sections, task_sections
@@ -265,8 +266,8 @@ def quality_table(m: dict) -> str:
 def main() -> None:
     sections, _ = stage_cli("components.stages.critic_quality", task_sections)
     critic, train_cfg = sections["critic"], sections["train"]
-    layout = TrainLayout(train_cfg.out_dir)
-    models = RankingModels(critic=str(layout.critic_dir / "model"), reference=critic.model, actor=train_cfg.model)
+    layout = TrainLayout.of(train_cfg)
+    models = ranking_models(sections["ranking"], critic, train_cfg)
     result = run(
         critic,
         sections["ranking"],

@@ -1,8 +1,10 @@
 """Rank each turn state's candidate actions by the trained critic's advantage (SWEET-RL step 5).
 
-Reads: `candidates.jsonl` (components.stages.candidates), the tasks file (for the training-time
-information c), the trained critic and the baseline model. Writes `out_dir/ranked.jsonl` (the
-same TurnCandidates with each candidate's `score`) and `ranking_metrics.json`.
+Reads: `candidates.jsonl` (components.stages.candidates, or `train.candidates`: another run's), the
+tasks file (for the training-time information c), the trained critic (`ranking.critic: untrained`:
+the base model `critic.model`, the ablation without critic training) and the baseline model.
+Writes `out_dir/ranked.jsonl` (the same TurnCandidates with each candidate's `score`) and
+`ranking_metrics.json`.
 
 score(a) = beta * (mean_l log pi_critic(a^l | c, o_t, a^<l) - mean_l log pi_base(a^l | ...)), c being
 what `critic.information` shows the critic (components/lm/critic_inputs.critic_info), with
@@ -29,7 +31,7 @@ from typing import Callable
 from pydantic import BaseModel
 from tqdm.auto import tqdm
 
-from components.config.training import Baseline, Information, RankingConfig, TrainLayout
+from components.config.training import Baseline, CriticConfig, Information, RankingConfig, TrainConfig, TrainLayout
 from components.data.records import Candidate, TurnCandidates, read_jsonl, read_resumable, write_jsonl
 from components.data.split import Split
 from components.lm.critic_inputs import critic_info, info_prefix, task_of
@@ -147,11 +149,20 @@ def run(
     return StageResult(paths={"ranked": path}, metrics=metrics)
 
 
+def ranking_models(ranking: RankingConfig, critic: CriticConfig, train_cfg: TrainConfig) -> RankingModels:
+    """The ranking's models: as critic the critic stage's model, or with `ranking.critic: untrained`
+    the base model `critic.model` (no critic was trained); the reference is always `critic.model`."""
+    trained = TrainLayout.of(train_cfg).critic_dir / "model"
+    return RankingModels(
+        critic=str(trained) if ranking.critic.trains else critic.model, reference=critic.model, actor=train_cfg.model
+    )
+
+
 def main() -> None:
     sections, _ = stage_cli("components.stages.ranking", task_sections)
     critic, train_cfg = sections["critic"], sections["train"]
-    layout = TrainLayout(train_cfg.out_dir)
-    models = RankingModels(critic=str(layout.critic_dir / "model"), reference=critic.model, actor=train_cfg.model)
+    layout = TrainLayout.of(train_cfg)
+    models = ranking_models(sections["ranking"], critic, train_cfg)
     result = run(
         sections["ranking"],
         models,

@@ -11,6 +11,10 @@ and no `mean_score`: they read as task `colbench-backend` with mean_score = thei
 (and its bounds). CORY/PPO runs log one eval run per iteration and agent (tag `sweetflow.agent`)
 with success_rate = pass@1 and the task_reward, kl and objective (task reward - eta * KL) columns,
 which appear whenever some run logged them; they are task `gsm8k` whatever else they are tagged.
+A SWEET-RL model's row also shows its critic's quality, from the critic-quality stage's nested run
+under the same parent with the same algo and iteration tags (`sweetflow.stage=critic_quality`):
+`critic_heldout_acc` (the trained critic's held-out pair accuracy) and `critic_agreement` (its
+turn-value agreement, with its 95% interval); the columns appear when some such run exists.
 Writes: a fixed-width table (returned as text), one block per task, and a PNG plot of each metric
 against the iteration, one row of panels per task, one line per parent run, with error bars from
 the intervals. Numbers of two tasks never share a column or an axis: their scores are not comparable.
@@ -37,6 +41,16 @@ GSM8K_TASK = "gsm8k"  # the task of CORY/PPO eval runs (tagged `sweetflow.agent`
 OPTIONAL_METRICS = ("task_reward", "kl", "objective", "similarity_clip", "similarity_layout")
 CI_BOUNDS = ("ci_low", "ci_high")
 _EVAL_FILTER = "tags.`sweetflow.kind` = 'eval'"
+_CRITIC_FILTER = "tags.`sweetflow.stage` = 'critic_quality'"
+# column -> the critic-quality run's metric for the trained critic (as the ranking used it), its interval bounds
+CRITIC_METRICS = {
+    "critic_heldout_acc": ("heldout_pair_accuracy_trained", None, None),
+    "critic_agreement": (
+        "turn_value_agreement_trained",
+        "turn_value_agreement_trained_low",
+        "turn_value_agreement_trained_high",
+    ),
+}
 _ORDER = ["task", "algo", "iteration", "start_time"]
 _TAG_COLUMNS = {
     "task": "sweetflow.task",
@@ -101,6 +115,30 @@ def _metric_values(logged: dict[str, float], columns: Sequence[str]) -> dict[str
     return {col: logged.get(col, logged.get(legacy.get(col, col), math.nan)) for col in columns}
 
 
+def _critic_runs(experiment_id: str) -> dict[tuple[str, str, str], dict[str, float]]:
+    """(parent run id, algo, iteration) -> the compare columns of its latest critic-quality run."""
+    import mlflow
+
+    found = mlflow.search_runs(
+        [experiment_id], filter_string=_CRITIC_FILTER, order_by=["attributes.start_time ASC"], output_format="list"
+    )
+    out = {}
+    for r in found:
+        tags, logged = r.data.tags, r.data.metrics
+        key = (
+            tags.get("mlflow.parentRunId", ""),
+            tags.get(_TAG_COLUMNS["algo"], ""),
+            tags.get(_TAG_COLUMNS["iteration"], ""),
+        )
+        values = {}
+        for column, names in CRITIC_METRICS.items():
+            for suffix, name in zip(("", *(f"_{b}" for b in CI_BOUNDS)), names):
+                if name is not None and name in logged:
+                    values[column + suffix] = logged[name]
+        out[key] = values
+    return out
+
+
 def eval_runs(
     experiment: str = DEFAULT_EXPERIMENT, metrics: Sequence[str] = (), task: str | None = None
 ) -> pd.DataFrame:
@@ -108,7 +146,8 @@ def eval_runs(
 
     Columns: run (the parent pipeline run's name), task (`task_of` the eval run), algo, iteration
     (int), profile (the parent's tag, else the eval run's), agent (CORY/PPO's evaluated agent, else
-    None), each metric in BASE_METRICS, OPTIONAL_METRICS that some run logged, and `metrics`, with its
+    None), each metric in BASE_METRICS, OPTIONAL_METRICS that some run logged, CRITIC_METRICS when some
+    critic-quality run exists (NaN on the rows it does not measure), and `metrics`, with its
     `_ci_low`/`_ci_high` bounds (NaN where not logged), n, start_time and status (of the eval run),
     run_id, parent_run_id. `task` keeps that task's rows only. Sorted by task, algo, iteration, then
     start time. Raises CompareError if the experiment is unknown, UnknownTaskError if it has eval runs
@@ -119,7 +158,8 @@ def eval_runs(
     exp = _experiment(experiment)
     found = mlflow.search_runs([exp.experiment_id], filter_string=_EVAL_FILTER, output_format="list")
     logged = {name for r in found for name in r.data.metrics}
-    metrics = [*[m for m in OPTIONAL_METRICS if m in logged], *metrics]
+    critic = _critic_runs(exp.experiment_id)
+    metrics = [*[m for m in OPTIONAL_METRICS if m in logged], *(CRITIC_METRICS if critic else ()), *metrics]
     parents = _parents(exp.experiment_id, sorted({r.data.tags.get("mlflow.parentRunId", "") for r in found} - {""}))
     rows = []
     for r in found:
@@ -128,7 +168,10 @@ def eval_runs(
         row: dict[str, Any] = {key: tags.get(tag) for key, tag in _TAG_COLUMNS.items()}
         row.update(run=parent.get("name") or r.info.run_name, profile=parent.get("profile") or row["profile"])
         row.update(task=task_of(tags))
-        row.update(_metric_values(r.data.metrics, _metric_columns(metrics)))
+        quality = critic.get(
+            (parent_id or "", tags.get(_TAG_COLUMNS["algo"], ""), tags.get(_TAG_COLUMNS["iteration"], ""))
+        )
+        row.update(_metric_values(r.data.metrics | (quality or {}), _metric_columns(metrics)))
         row.update(
             start_time=pd.to_datetime(r.info.start_time, unit="ms", utc=True),
             status=r.info.status,
@@ -153,7 +196,7 @@ def _metrics_in(df: pd.DataFrame) -> list[str]:
     """The metric names with a value column in `df` (base metrics first), in column order; of the
     optional ones (mean_score, task_reward, kl, objective) only those some row has a value for, so
     that a task's block or panels show what that task logged (GSM8K has no graded score)."""
-    droppable = {*BASE_METRICS[1:], *OPTIONAL_METRICS}
+    droppable = {*BASE_METRICS[1:], *OPTIONAL_METRICS, *CRITIC_METRICS}
     return [
         c
         for c in df.columns

@@ -83,3 +83,17 @@ def test_a_stage_run_logs_the_sections_of_the_task_it_played():
         assert {"task", "data"} <= set(stage_sections(stage, colbench))  # data.simulator_prompt among them
         assert {"task", "elicitation"} <= set(stage_sections(stage, elicitation))
     assert stage_sections("actor", colbench) == STAGES["actor"].sections
+
+
+def test_a_stage_the_run_settings_make_unnecessary_is_not_run_and_not_a_dep():
+    untrained = {"ranking": {"critic": "untrained"}, "train": {"candidates": "other/candidates.jsonl"}}
+    assert training_stages("sweet", untrained) == ("train_pairs", "ranking", "turn_pairs", "critic_quality", "actor")
+    assert training_stages("sweet", {"ranking": {"critic": "trained"}, "train": {"candidates": None}}) == (
+        training_stages("sweet")
+    )
+    deps = dvc_stage(STAGES["ranking"], "elicitation", "sweet", untrained)["deps"]
+    assert "${train.out_dir}/critic/model" not in deps and "${train.out_dir}/candidates/candidates.jsonl" not in deps
+    assert (
+        "${critic.model}" in deps
+        and "${train.out_dir}/critic/model" in dvc_stage(STAGES["ranking"], "elicitation")["deps"]
+    )

@@ -375,3 +375,41 @@ def test_frontend_similarities_are_shown_under_their_metrics_name(tmp_path, monk
     assert list(df["similarity_clip"].fillna(-1)) == [-1, 0.74]
     header = format_table(df).splitlines()[1]
     assert "similarity_layout" in header and "similarity_clip" in header
+
+
+def test_sweet_rows_show_their_critics_quality_from_the_critic_quality_run_of_the_same_parent(tmp_path, monkeypatch):
+    import mlflow
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    tracking.configure()
+    exp = tracking.experiment_id("sweetflow-pipeline")
+    quality = {"sweet": (0.75, 0.638), "sweet-noc": (0.5, 0.512)}  # (held-out accuracy, agreement)
+    with mlflow.start_run(experiment_id=exp, tags={"sweetflow.kind": "pipeline", "sweetflow.algo": "sweet"}) as parent:
+        for algo in ("sweet", "sweet-noc", "mtdpo"):
+            tags = {"sweetflow.algo": algo, "sweetflow.iteration": "1", "sweetflow.task": "elicitation"}
+            with mlflow.start_run(
+                experiment_id=exp, nested=True, parent_run_id=parent.info.run_id, tags=tags | {"sweetflow.kind": "eval"}
+            ):
+                mlflow.log_metrics({"success_rate": 0.1, "mean_score": 0.4, "n": 8})
+            if algo in quality:
+                stage = tags | {"sweetflow.kind": "stage", "sweetflow.stage": "critic_quality"}
+                with mlflow.start_run(experiment_id=exp, nested=True, parent_run_id=parent.info.run_id, tags=stage):
+                    acc, agree = quality[algo]
+                    mlflow.log_metrics(
+                        {
+                            "heldout_pair_accuracy_trained": acc,
+                            "turn_value_agreement_trained": agree,
+                            "turn_value_agreement_trained_low": agree - 0.1,
+                            "turn_value_agreement_trained_high": agree + 0.1,
+                        }
+                    )
+    df = eval_runs("sweetflow-pipeline").set_index("algo")
+    assert df.loc["sweet", "critic_heldout_acc"] == 0.75 and df.loc["sweet-noc", "critic_agreement"] == 0.512
+    assert df.loc["sweet", "critic_agreement_ci_low"] == pytest.approx(0.538)
+    assert math.isnan(df.loc["mtdpo", "critic_agreement"])
+    text = format_table(df.reset_index())
+    header, rows = text.splitlines()[1], {line.split()[1]: line for line in text.splitlines()[3:]}
+    assert "critic_heldout_acc" in header and "critic_agreement" in header
+    assert "0.638  [0.538, 0.738]" in rows["sweet"] and "0.750" in rows["sweet"]
+    assert rows["mtdpo"].count(" - ") >= 2  # no critic: dashes
