@@ -27,7 +27,8 @@ from components.training.models import load_trainable
 from tests.unit.test_training import EXAMPLES, nll, optim, tokens
 
 REPO = Path(__file__).resolve().parents[2]
-STEPS = 6  # 9 pairs, batch 4 (the third batch holds one pair: a process with no micro-batch), 2 epochs
+STEPS = 6  # 9 pairs, batch 4: batches of 5 and 4 (a short last batch is spread over the others); with 2
+# processes and micro-batches of 1, the batch of 5 leaves one process a zero-weight pass; 3 epochs
 # Measured 2026-12-04 here (tiny Llama, fp32, lr 1e-3, 6 steps): the 2-process ddp per-step losses
 # differed from the 1-process ones by at most 1.2e-7 and the grad norms by 7.2e-7 (float32 sums of
 # the same terms in another order). 1e-5 leaves room for other CPUs' kernels and stays far below
@@ -82,7 +83,7 @@ def project(tmp_path: Path, model: Path, processes: int, strategy: str = "ddp") 
     (out / "pairs").mkdir(parents=True, exist_ok=True)
     write_jsonl(out / "pairs" / "pairs.jsonl", pairs)
     optim_ = dict(
-        lr=1e-3, epochs=2, batch_size=4, micro_batch_size=1, warmup_ratio=0.0, checkpoint_every=2, keep_checkpoints=2
+        lr=1e-3, epochs=3, batch_size=4, micro_batch_size=1, warmup_ratio=0.0, checkpoint_every=2, keep_checkpoints=2
     )
     params = {
         "train": {"model": str(model), "trajectories": str(rollouts), "out_dir": str(out)},
