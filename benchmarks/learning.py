@@ -1,14 +1,20 @@
-"""Does training help? Zero-shot, RFT, multi-turn DPO and SWEET-RL over several seeds, on held-out tasks.
+"""Does training help, and does SWEET-RL's critic? Zero-shot, RFT, multi-turn DPO, SWEET-RL and its
+untrained-critic ablation over several seeds, on held-out tasks, with the critic's quality.
 
-For each seed this runs the pipeline the way `make run` does (`sweetflow run --baselines mtdpo,rft`,
-profile `default` unless told otherwise) with every seed of the run moved to that seed (rollouts,
-candidates, pairs, critic and actor data order, evaluation), so each seed is a run folder of its
-own. It then reads each evaluated model's `scores.jsonl` (one row per eval episode) and reports, per
-algorithm and seed, mean_score and success_rate with their 95% intervals, and, pooled over seeds,
-each algorithm's mean_score minus zero-shot's with a paired bootstrap interval over tasks (each
-task's score averaged over seeds first). Wall times are the pipeline's, per seed.
+For each seed this runs the pipeline the way `make run` does (`sweetflow run --baselines
+mtdpo,rft,sweet-untrained`, profile `default` unless told otherwise) with every seed of the run moved
+to that seed (rollouts, candidates, pairs, critic and actor data order, evaluation), so each seed is
+a run folder of its own. It then reads each evaluated model's `scores.jsonl` (one row per eval
+episode) and reports, per algorithm and seed, mean_score and success_rate with their 95% intervals;
+pooled over seeds, paired by task (each task's score averaged over seeds first) with bootstrap
+intervals: each algorithm minus zero-shot, SWEET-RL minus multi-turn DPO, and SWEET-RL minus
+SWEET-RL with the untrained critic; and each SWEET-RL critic's quality figures (its run's
+critic_quality/metrics.json: held-out pair accuracy, turn-value agreement, turn pairs), per seed and
+averaged. With `--best-of N`, each seed also evaluates the base model with critic-guided best-of-N
+(`sweetflow eval --best-of N`) under the trained critic, the untrained one (`--critic base`) and
+plain sampling (`--best-of 1`), on `--best-of-limit` held-out tasks. Wall times are per seed.
 Writes benchmarks/results/learning.json.
-Usage: python benchmarks/learning.py [--seeds 0,1,2] [--profile default] [-S section.key=value ...]
+Usage: python benchmarks/learning.py [--seeds 0,1,2] [--profile default] [--best-of 4] [-S section.key=value ...]
 """
 
 from __future__ import annotations
@@ -24,14 +30,30 @@ from pathlib import Path
 
 import numpy as np
 
-ALGOS = ("zero-shot", "sweet", "mtdpo", "rft")
+ALGOS = ("zero-shot", "sweet", "mtdpo", "rft", "sweet-untrained")
+BASELINES = ",".join(ALGOS[2:])
+PAIRED = (("sweet", "mtdpo"), ("sweet", "sweet-untrained"))  # paired differences beside "minus zero-shot"
+QUALITY = (  # critic_quality figures kept per seed and averaged
+    "heldout_pair_accuracy_trained",
+    "heldout_pair_accuracy_untrained",
+    "heldout_pair_accuracy_trained_n",
+    "train_pair_accuracy_trained",
+    "turn_value_agreement_trained",
+    "turn_value_agreement_untrained",
+    "turn_value_agreement_learned",
+    "turn_value_agreement_random",
+    "turn_value_agreement_trained_comparisons",
+    "turn_pairs_right",
+    "turn_pairs_wrong",
+    "turn_pairs_tie",
+)
 SEEDED = ("rollouts.seed", "candidates.seed", "pairs.seed", "critic.optim.seed", "actor.optim.seed")
 
 
 def run_seed(seed: int, profile: str, extra: list[str]) -> tuple[Path, float]:
     """One pipeline run with every seed set to `seed`; its run folder and wall time."""
     sets = [f"{key}={seed}" for key in SEEDED] + [f"eval.seeds=[{seed}]", *extra]
-    cmd = [str(Path(sys.executable).parent / "sweetflow"), "run", "--profile", profile, "--baselines", "mtdpo,rft"]
+    cmd = [str(Path(sys.executable).parent / "sweetflow"), "run", "--profile", profile, "--baselines", BASELINES]
     cmd += [arg for s in sets for arg in ("-S", s)]
     params = subprocess.run([cmd[0], "params", *cmd[2:]], capture_output=True, text=True, check=True)
     run_dir = Path(params.stdout.splitlines()[0].rsplit("run folder ", 1)[1])
@@ -43,12 +65,39 @@ def run_seed(seed: int, profile: str, extra: list[str]) -> tuple[Path, float]:
 def eval_dirs(run_dir: Path) -> dict[str, Path]:
     """Where each algorithm's evaluation of iteration 1 (zero-shot: iteration 0) wrote its scores."""
     it = run_dir / "iter-1"
-    return {
-        "zero-shot": run_dir / "iter-0/eval",
-        "sweet": it / "train/eval",
-        "mtdpo": it / "mtdpo/eval",
-        "rft": it / "rft/eval",
+    return {"zero-shot": run_dir / "iter-0/eval", "sweet": it / "train/eval"} | {
+        algo: it / algo / "eval" for algo in ALGOS[2:]
     }
+
+
+def quality_of(run_dir: Path) -> dict[str, dict]:
+    """Each SWEET-RL model's critic-quality figures (the run's own and its sweet-based baselines')."""
+    it = run_dir / "iter-1"
+    folders = {"sweet": it / "train"} | {a: it / a for a in ALGOS if a.startswith("sweet-")}
+    out = {}
+    for algo, folder in folders.items():
+        path = folder / "critic_quality/metrics.json"
+        if path.exists():
+            metrics = json.loads(path.read_text())
+            out[algo] = {k: metrics[k] for k in QUALITY if k in metrics}
+    return out
+
+
+def best_of_n(seed: int, profile: str, run_dir: Path, n: int, limit: int, extra: list[str]) -> dict:
+    """The base model evaluated with critic-guided best-of-N: trained critic, untrained, plain sampling."""
+    sweetflow = str(Path(sys.executable).parent / "sweetflow")
+    arms = {"trained": (n, str(run_dir / "iter-1/train/critic/model")), "untrained": (n, "base"), "plain": (1, None)}
+    out = {}
+    for arm, (count, critic) in arms.items():
+        folder = run_dir / f"best-of/{arm}-{count}"
+        cmd = [sweetflow, "eval", "--task", "elicitation", "--model", "models/smollm2-135m-instruct"]
+        cmd += ["--best-of", str(count), "--profile", profile, "--seed", str(seed), "--limit", str(limit)]
+        cmd += ["--out", str(folder), *(["--critic", critic] if critic else [])]
+        cmd += [arg for s in extra for arg in ("-S", s)]
+        start = time.perf_counter()
+        subprocess.run(cmd, check=True)
+        out[arm] = {"best_of": count, "wall_s": time.perf_counter() - start} | summary(task_scores(folder))
+    return out
 
 
 def task_scores(folder: Path) -> dict[int, tuple[float, float]]:
@@ -85,15 +134,26 @@ def differences(by_algo: dict[str, list[dict[int, tuple[float, float]]]]) -> dic
                 acc[task].append(score)
         return {task: float(np.mean(v)) for task, v in acc.items()}
 
-    base = pooled(by_algo["zero-shot"])
-    out = {}
-    for algo in ALGOS[1:]:
-        mine = pooled(by_algo[algo])
+    def paired(a: str, b: str) -> dict:
+        mine, base = pooled(by_algo[a]), pooled(by_algo[b])
         tasks = sorted(set(base) & set(mine))
         diff = np.array([mine[t] - base[t] for t in tasks])
         low, high = bootstrap(diff)
-        out[algo] = {"mean_score_minus_zero_shot": float(diff.mean()), "ci": (low, high), "n_tasks": len(tasks)}
-    return out
+        return {"difference": float(diff.mean()), "ci": (low, high), "n_tasks": len(tasks)}
+
+    present = [a for a in ALGOS if by_algo.get(a)]
+    out = {f"{a} minus zero-shot": paired(a, "zero-shot") for a in present[1:] if "zero-shot" in present}
+    return out | {f"{a} minus {b}": paired(a, b) for a, b in PAIRED if a in present and b in present}
+
+
+def mean_quality(seeds: dict) -> dict:
+    """Each critic-quality figure averaged over the seeds that have it."""
+    acc: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for entry in seeds.values():
+        for algo, figures in entry.get("critic_quality", {}).items():
+            for key, value in figures.items():
+                acc[algo][key].append(value)
+    return {algo: {k: float(np.mean(v)) for k, v in figs.items()} for algo, figs in acc.items()}
 
 
 def main() -> None:
@@ -101,6 +161,8 @@ def main() -> None:
     parser.add_argument("--seeds", default="0,1,2", help="comma-separated seeds, one pipeline run each")
     parser.add_argument("--profile", default="default")
     parser.add_argument("-S", dest="sets", action="append", default=[], help="extra section.key=value overrides")
+    parser.add_argument("--best-of", type=int, default=0, help="N of the best-of-N evaluations (0: none)")
+    parser.add_argument("--best-of-limit", type=int, default=32, help="held-out tasks of each best-of-N evaluation")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/learning.json"))
     args = parser.parse_args()
     result: dict = {"profile": args.profile, "machine": platform.processor() or platform.machine(), "seeds": {}}
@@ -108,16 +170,18 @@ def main() -> None:
     for seed in [int(s) for s in args.seeds.split(",")]:
         run_dir, seconds = run_seed(seed, args.profile, args.sets)
         per_algo = {algo: task_scores(folder) for algo, folder in eval_dirs(run_dir).items() if folder.exists()}
-        result["seeds"][seed] = {"run_dir": str(run_dir), "wall_s": seconds} | {
-            algo: summary(scores) for algo, scores in per_algo.items()
-        }
+        entry = {"run_dir": str(run_dir), "wall_s": seconds} | {algo: summary(sc) for algo, sc in per_algo.items()}
+        entry["critic_quality"] = quality_of(run_dir)
+        if args.best_of:
+            entry["best_of"] = best_of_n(seed, args.profile, run_dir, args.best_of, args.best_of_limit, args.sets)
+        result["seeds"][seed] = entry
         for algo, scores in per_algo.items():
             by_algo[algo].append(scores)
-    if all(by_algo.get(a) for a in ALGOS):
-        result["minus_zero_shot"] = differences(by_algo)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result.get("minus_zero_shot", result), indent=2))
+        result["paired"] = differences(by_algo)
+        result["critic_quality_mean"] = mean_quality(result["seeds"])
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=2) + "\n")  # after each seed: nothing lost on a crash
+    print(json.dumps({k: result[k] for k in ("paired", "critic_quality_mean")}, indent=2))
 
 
 if __name__ == "__main__":
