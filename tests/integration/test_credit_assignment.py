@@ -69,6 +69,7 @@ def trained(tiny_model_dir, tmp_path_factory):
     cfg = CriticConfig(
         model=str(tiny_model_dir),
         beta=0.1,
+        heldout_fraction=0.0,  # every pair trains: this world's held-out check is its own (below)
         optim=OptimConfig(lr=3e-3, epochs=3, batch_size=8, micro_batch_size=8, checkpoint_every=1000),
     )
     task = ColbenchBackend({"data": DataConfig(backend_tasks=tmp / "tasks.jsonl")})

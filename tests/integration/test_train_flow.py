@@ -72,7 +72,7 @@ def test_sweet_flow_runs_every_step_and_tracks_each_in_mlflow(workdir):
     assert all(c.score is not None for s in ranked for c in s.candidates)
     assert list(read_jsonl(root / "ranking" / "turn_pairs.jsonl", TurnPair))
     runs = nested_runs(result["mlflow_run_id"])
-    assert set(runs) == {"trajectory pairs", "critic", "candidates", "ranking", "turn pairs", "actor"}
+    assert set(runs) == {"trajectory pairs", "critic", "candidates", "ranking", "turn pairs", "critic quality", "actor"}
     critic = runs["critic"]
     assert critic.data.params["critic.beta"] == "0.1" and "final_loss" in critic.data.metrics
     curve = mlflow.tracking.MlflowClient().get_metric_history(critic.info.run_id, "train/loss")
