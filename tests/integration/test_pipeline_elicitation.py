@@ -17,7 +17,17 @@ from flows.plan import CODE_ROOT
 from tests.conftest import git_dvc_init
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]  # ~7 min: CI runs it with `make test-slow`
-SWEET = ["rollouts", "train_pairs", "critic", "candidates", "ranking", "turn_pairs", "actor", "eval_actor"]
+SWEET = [
+    "rollouts",
+    "train_pairs",
+    "critic",
+    "candidates",
+    "ranking",
+    "turn_pairs",
+    "critic_quality",
+    "actor",
+    "eval_actor",
+]
 
 
 def test_smoke_run_on_elicitation_trains_every_step_and_evaluates_the_actor(project_dir, prepared_model_dir):
@@ -45,8 +55,9 @@ def test_smoke_run_on_elicitation_trains_every_step_and_evaluates_the_actor(proj
     assert mtdpo["ran"] == ["train_pairs", "actor", "eval_actor"] and "mean_score" in mtdpo["metrics"]
     assert Path(mtdpo["actor"]) == run_dir / "iter-1/mtdpo/actor/model"
     results = (run_dir / "results.md").read_text()
-    assert [line.split("|")[1].strip() for line in results.splitlines()[4:]] == ["zero-shot", "sweet", "mtdpo"]
-    wins = [line.split("|")[5].strip() for line in results.splitlines()[5:]]  # trained models vs zero-shot
+    scores = results.split("\n\n")[1].splitlines()  # the scores table (the critic-quality one follows)
+    assert [line.split("|")[1].strip() for line in scores[2:]] == ["zero-shot", "sweet", "mtdpo"]
+    wins = [line.split("|")[5].strip() for line in scores[3:]]  # trained models vs zero-shot
     assert all(re.fullmatch(r"[01]\.\d{3} \(\d+\)", cell) for cell in wins), results
 
     lock = yaml.safe_load((run_dir / "iter-0/dvc.lock").read_text())["stages"]
