@@ -64,11 +64,12 @@ def trajectory_margins(
     pairs: list[TrajectoryPair],
     trajs: dict[str, Trajectory],
     task: Task,
+    records: list,
     tokenizer,
     out_dir: Path,
 ) -> dict[str, dict[str, list[float]]]:
-    """scorer -> {"heldout": margins, "train": margins} of the trajectory pairs (chosen minus rejected)."""
-    records = task.records(Split.train)
+    """scorer -> {"heldout": margins, "train": margins} of the trajectory pairs (chosen minus rejected);
+    `records`: the task's training-split records."""
     keys = sorted({k for p in pairs for k in (p.chosen, p.rejected)})
     info = {
         k: critic_info(task, task_of(trajs[k].task_id, trajs[k].task_index, records), critic.information) for k in keys
@@ -111,6 +112,7 @@ def candidate_scores(
     models: RankingModels,
     states: list[TurnCandidates],
     task: Task,
+    records: list,
     tokenizer,
     ranking_dir: Path,
     out_dir: Path,
@@ -120,7 +122,6 @@ def candidate_scores(
     base = cached_means(ranking_dir / "baseline_means.jsonl", states)
     ref = base
     if ranking.baseline == Baseline.actor:
-        records = task.records(Split.train)
 
         def with_c(state: TurnCandidates) -> list[int]:
             record = task_of(state.task_id, state.task_index, records)
@@ -147,10 +148,9 @@ def cached_means(path: Path, states: list[TurnCandidates]) -> list[list[float]]:
 
 
 def candidate_values(
-    states: list[TurnCandidates], trajs: dict[str, Trajectory], task: Task, max_turns: int
+    states: list[TurnCandidates], trajs: dict[str, Trajectory], task: Task, records: list, max_turns: int
 ) -> list[list[float]] | None:
     """Each state's candidates' exact turn values (None: the task gives none)."""
-    records = task.records(Split.train)
     values = []
     for state in states:
         traj = trajs[state.trajectory]
@@ -171,9 +171,8 @@ def turn_pair_values(
     by_ids = {
         (state_key(s), tuple(c.response_ids)): v for s, row in zip(states, values) for c, v in zip(s.candidates, row)
     }
-    keys = [f"{p.trajectory}#{p.turn}" for p in pairs]
-    chosen = [by_ids[(k, tuple(p.chosen_ids))] for k, p in zip(keys, pairs)]
-    rejected = [by_ids[(k, tuple(p.rejected_ids))] for k, p in zip(keys, pairs)]
+    chosen = [by_ids[(state_key(p), tuple(p.chosen_ids))] for p in pairs]
+    rejected = [by_ids[(state_key(p), tuple(p.rejected_ids))] for p in pairs]
     return chosen, rejected
 
 
@@ -207,14 +206,15 @@ def run(
     trajs = {t.key: t for t in read_jsonl(trajectories, Trajectory)}
     pairs = list(read_jsonl(layout.pairs, TrajectoryPair))
     states = list(read_jsonl(layout.ranking_dir / "ranked.jsonl", TurnCandidates))
+    records = task.records(Split.train)
     tol = critic.tie_tolerance
-    margins = trajectory_margins(critic, ranking, models, pairs, trajs, task, tokenizer, out_dir)
+    margins = trajectory_margins(critic, ranking, models, pairs, trajs, task, records, tokenizer, out_dir)
     metrics: dict[str, float | str] = {"tie_tolerance": tol, "ranking_baseline": ranking.baseline.value}
     for split in ("heldout", "train"):
         figures = {name: pair_figures(m[split], tol) for name, m in margins.items()}
         metrics |= _flat(figures, f"{split}_pair_accuracy", "accuracy")
-    scores = candidate_scores(critic, ranking, models, states, task, tokenizer, layout.ranking_dir, out_dir)
-    values = candidate_values(states, trajs, task, max_turns)
+    scores = candidate_scores(critic, ranking, models, states, task, records, tokenizer, layout.ranking_dir, out_dir)
+    values = candidate_values(states, trajs, task, records, max_turns)
     if values is not None:
         figures = {name: agreement(values, scores[name], tol) for name in SCORERS}
         metrics |= _flat(figures, "turn_value_agreement", "agreement")

@@ -32,7 +32,7 @@ from pydantic import BaseModel
 from tqdm.auto import tqdm
 
 from components.config.training import Baseline, CriticConfig, Information, RankingConfig, TrainConfig, TrainLayout
-from components.data.records import Candidate, TurnCandidates, read_jsonl, read_resumable, write_jsonl
+from components.data.records import Candidate, TurnCandidates, TurnPair, read_jsonl, read_resumable, write_jsonl
 from components.data.split import Split
 from components.lm.critic_inputs import critic_info, info_prefix, task_of
 from components.lm.shared_prefix import continuation_logprobs
@@ -57,7 +57,8 @@ class StateMeans(BaseModel):
     means: list[float]
 
 
-def state_key(state: TurnCandidates) -> str:
+def state_key(state: TurnCandidates | TurnPair) -> str:
+    """A turn state's key: its trajectory and turn (a turn pair names the state it was drawn from)."""
     return f"{state.trajectory}#{state.turn}"
 
 
