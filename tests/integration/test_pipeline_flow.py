@@ -30,7 +30,17 @@ from tests import synthetic_dialogues as world
 
 pytestmark = pytest.mark.integration
 OPTIM = {"lr": 1e-3, "epochs": 1, "max_steps": 3, "batch_size": 2, "micro_batch_size": 1, "checkpoint_every": 1}
-SWEET_STAGES = ["rollouts", "train_pairs", "critic", "candidates", "ranking", "turn_pairs", "actor", "eval_actor"]
+SWEET_STAGES = [
+    "rollouts",
+    "train_pairs",
+    "critic",
+    "candidates",
+    "ranking",
+    "turn_pairs",
+    "critic_quality",
+    "actor",
+    "eval_actor",
+]
 
 
 def _git_dvc_project(path: Path) -> None:
