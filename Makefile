@@ -12,6 +12,7 @@ export TOKENIZERS_PARALLELISM := false
 .PHONY: install lint data model run test test-slow test-manual bench clean
 
 install: $(STAMP)
+	@bash scripts/web_assets.sh vendor/web  # idempotent: refetches only what is missing
 
 $(STAMP): pyproject.toml scripts/install.sh
 	bash scripts/install.sh $(PY) $(VENV)
