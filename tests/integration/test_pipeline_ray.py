@@ -27,6 +27,7 @@ METRICS = {  # every step that writes a metrics.json, by its path in the run fol
     "iter-0/eval/metrics.json",
     "iter-1/rollouts/metrics.json",
     "iter-1/train/critic/metrics.json",
+    "iter-1/train/critic_quality/metrics.json",
     "iter-1/train/actor/metrics.json",
     "iter-1/train/eval/metrics.json",
 }
