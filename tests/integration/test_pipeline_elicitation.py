@@ -15,19 +15,9 @@ import yaml
 
 from flows.plan import CODE_ROOT
 from tests.conftest import git_dvc_init
+from tests.integration.test_pipeline_flow import SWEET_STAGES
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]  # ~7 min: CI runs it with `make test-slow`
-SWEET = [
-    "rollouts",
-    "train_pairs",
-    "critic",
-    "candidates",
-    "ranking",
-    "turn_pairs",
-    "critic_quality",
-    "actor",
-    "eval_actor",
-]
 
 
 def test_smoke_run_on_elicitation_trains_every_step_and_evaluates_the_actor(project_dir, prepared_model_dir):
@@ -45,7 +35,7 @@ def test_smoke_run_on_elicitation_trains_every_step_and_evaluates_the_actor(proj
     assert run_dir.name.startswith("sweet-elicitation-smoke-")
     zero, first = result["iterations"]
     assert zero["ran"] == ["elicitation_tasks", "eval_zero_shot"]
-    assert first["ran"] == SWEET and first["no_signal"] is None  # a fresh machine forms pairs
+    assert first["ran"] == SWEET_STAGES and first["no_signal"] is None  # a fresh machine forms pairs
     assert (run_dir / "iter-1/train/actor/model/config.json").exists()
     summary = json.loads((run_dir / "summary.json").read_text())
     for it in summary:
