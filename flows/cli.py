@@ -125,7 +125,8 @@ def data_pull(
         help="fetch the official ColBench files from the Hugging Face hub instead of the DVC remote",
     ),
 ) -> None:
-    """Materialise ColBench and GSM8K from the DVC remote (validated on arrival)."""
+    """Materialise ColBench and GSM8K from the DVC remote (validated on arrival); generated tasks
+    (elicitation, reviews) are written by their pipeline's first step."""
     from components.config.sections import ConfigError, DataConfig, load_section
     from components.data.pull import DataError, dvc_pull, pull_from_hub
 
@@ -362,7 +363,8 @@ def _pipeline_plan(options: dict):
 @RUN_OPTIONS
 def run(**options) -> None:
     """The whole pipeline (a Prefect flow): evaluate the base model, then N iterations of rollouts,
-    training and evaluation (or CORY/PPO on GSM8K); DVC skips unchanged steps, MLflow tracks every step."""
+    training and evaluation (or CORY/PPO on a single-turn task: --task gsm8k | reviews); DVC skips unchanged
+    steps, MLflow tracks every step."""
     from flows.pipeline_flow import iteration_count, pipeline_flow, resolve
 
     _setup()
@@ -469,7 +471,9 @@ def compare(
     metric: Optional[list[str]] = typer.Option(
         None, "--metric", help="a further eval metric to show as a column and a plot panel (repeatable)"
     ),
-    task: Optional[str] = typer.Option(None, help="show one task only (colbench-backend, elicitation, gsm8k, ...)"),
+    task: Optional[str] = typer.Option(
+        None, help="show one task only (colbench-backend, elicitation, gsm8k, reviews, ...)"
+    ),
 ) -> None:
     """Table (and PNG plot) of evaluated iterations per pipeline run, one block per task: algo,
     success rate, mean score with 95% intervals (tasks' numbers never share a column)."""

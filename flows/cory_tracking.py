@@ -8,9 +8,9 @@ metrics.json. This module turns them into MLflow runs under the pipeline's paren
   iteration row as metric curves by iteration, the samples rendered as markdown;
 - one nested eval run per iteration and agent (kind=eval, tags sweetflow.iteration and
   sweetflow.agent; iteration 0 is the base model, logged for each agent so that each agent's
-  curve starts there) with success_rate (= pass@1 on the fixed test slice), pass_at_1,
-  task_reward, kl, objective (task reward - eta * KL) and n, which `sweetflow compare` shows
-  side by side with the ColBench runs.
+  curve starts there) with task_reward, kl, objective (task reward - eta * KL) and n, and on a
+  binary task (GSM8K) pass_at_1 and success_rate (= pass@1 on the fixed held-out slice), which
+  `sweetflow compare` shows side by side with the collaborative runs.
 """
 
 from __future__ import annotations
@@ -20,14 +20,15 @@ from pathlib import Path
 from typing import Any
 
 from components.cory.state import INITIAL_EVAL, ITERATIONS, SAMPLES, read_rows
+from flows.played import played_class
 from flows.tracking import log_nested_run
 
 
 def eval_metrics(values: dict[str, float], n: int) -> dict[str, float]:
-    """An agent's evaluation under the names `sweetflow compare` reads (success_rate is pass@1)."""
-    return {
-        "success_rate": values["pass_at_1"],
-        "pass_at_1": values["pass_at_1"],
+    """An agent's evaluation under the names `sweetflow compare` reads (success_rate is pass@1, on a
+    binary task only)."""
+    binary = {"success_rate": values["pass_at_1"], "pass_at_1": values["pass_at_1"]} if "pass_at_1" in values else {}
+    return binary | {
         "task_reward": values["reward"],
         "kl": values["kl"],
         "objective": values["objective"],
@@ -61,14 +62,13 @@ def eval_points(out_dir: Path, n: int) -> list[tuple[int, str, dict[str, float]]
 
 
 def render_samples(path: Path) -> str:
-    """samples.jsonl as markdown: each sampled question with every role's answer and its reward."""
+    """samples.jsonl as markdown: each sampled prompt with every role's answer and its reward."""
     parts = []
     for s in read_rows(path):
-        mark = "correct" if s["correct"] else "wrong"
         parts.append(
             f"### iteration {s['iteration']}, question {s['question']}: {s['role']} ({s['agent']}), "
-            f"{mark}\n\n**Question.** {s['prompt']}\n\n**Gold.** {s['gold']}\n\n**Answer.**\n\n"
-            f"```\n{s['answer']}\n```\n"
+            f"reward {s['reward']:g}\n\n**Prompt.** {s['prompt']}\n\n**Target.** {s['target']}\n\n"
+            f"**Answer.**\n\n```\n{s['answer']}\n```\n"
         )
     return "\n".join(parts)
 
@@ -91,7 +91,7 @@ def track_cory(
         experiment,
         parent,
         run_name,
-        {"cory": doc["cory"]},
+        {name: doc[name] for name in ("cory", "task", *played_class(doc["task"]["name"], True).sections)},
         metrics,
         tags,
         files=[*files, *(f for f in (out_dir / INITIAL_EVAL, out_dir / SAMPLES, samples) if f.exists())],

@@ -11,26 +11,23 @@ from typing import Any
 
 from components.data.model_prepare import is_complete, resolve_model
 from components.data.pull import dvc_pull
-from components.tasks.registry import task_class
 from flows.plan import ROLLOUTS, PipelineAlgo, RunPlan, interpolate
 
 DEFAULT_MODEL = Path("models/smollm2-135m-instruct")
 
 
 def data_files(plan: RunPlan) -> list[Path]:
-    """The data files the run reads and does not make itself: the task's records (none for a task
-    whose records a generator stage writes), or GSM8K's train and test questions."""
-    if plan.gsm8k:
-        return [Path(plan.doc["cory"]["train_file"]), Path(plan.doc["cory"]["test_file"])]
-    task = task_class(plan.task)
-    return [] if task.generator else [Path(interpolate(f"${{{task.file_key}}}", plan.doc))]
+    """The data files the run reads and does not make itself: the task's records files (none for a
+    task whose records a generator stage writes)."""
+    task = plan.task_class
+    return [] if task.generator else [Path(interpolate(f"${{{key}}}", plan.doc)) for key in task.file_keys()]
 
 
 def pull_data(plan: RunPlan) -> list[str]:
     """`dvc pull` each data file DVC tracks (a `.dvc` pointer beside it); any other must exist."""
     files = data_files(plan)
     tracked = [f"{f}.dvc" for f in files if Path(f"{f}.dvc").exists()]
-    if tracked and (plan.gsm8k or plan.doc.get("data", {}).get("source") == "dvc"):
+    if tracked and plan.doc.get("data", {}).get("source", "dvc") == "dvc":
         dvc_pull(targets=tracked)
     missing = [str(f) for f in files if not f.exists()]
     if missing:
@@ -42,14 +39,14 @@ def check_offline(plan: RunPlan) -> None:
     """Refuse `rollouts.offline` trajectories of evaluation-split tasks before any step runs, when the
     task's records exist already (a generated task's appear with its first step: then the rollouts
     step refuses them, components.stages.rollouts)."""
-    path = None if plan.gsm8k else plan.doc.get("rollouts", {}).get("offline")
+    path = None if plan.single_turn else plan.doc.get("rollouts", {}).get("offline")
     if not path:
         return
     from components.config.schema import SECTIONS
     from components.data.split import Split
     from components.stages.rollouts import offline_trajectories
 
-    cls = task_class(plan.task)
+    cls = plan.task_class
     task = cls({s: SECTIONS[s].model_validate(plan.doc[s]) for s in cls.sections})
     if task.tasks_file(Split.eval).exists():
         offline_trajectories(Path(path), task)
@@ -57,10 +54,10 @@ def check_offline(plan: RunPlan) -> None:
 
 def prepare_model(plan: RunPlan) -> str:
     """The base model: the embedded default is prepared when missing; any other must resolve."""
-    base = plan.doc["cory" if plan.gsm8k else "train"]["model"]
+    base = plan.doc["cory" if plan.single_turn else "train"]["model"]
     if Path(base) == DEFAULT_MODEL and not is_complete(DEFAULT_MODEL):
         subprocess.run([sys.executable, "-m", "components.data.model_prepare", "--out", base], check=True)
-    for model in {base, *([] if plan.gsm8k else [plan.doc["critic"]["model"]])}:
+    for model in {base, *([] if plan.single_turn else [plan.doc["critic"]["model"]])}:
         resolve_model(model)
     return base
 

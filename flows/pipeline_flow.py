@@ -1,5 +1,6 @@
 """Prefect flow: the whole pipeline, iterated: data pull -> model -> [rollouts -> training -> eval] x N
-(ColBench: sweet, mtdpo, rft), or data pull -> model -> cory (GSM8K: cory, ppo; the stage iterates).
+(collaborative tasks: sweet, mtdpo, rft), or data pull -> model -> [records] -> cory (single-turn tasks:
+cory, ppo; the stage iterates).
 
 Wiring only. Each step is a stage of a generated, per-iteration dvc.yaml (flows.plan)
 run as `dvc repro --single-item` in its own process group, so GPU and vLLM memory is returned
@@ -37,9 +38,9 @@ from flows import inputs
 from flows.baselines import BASELINES
 from flows.cluster import cluster_config, moved_to_cluster, run_step
 from flows.plan import (
-    GSM8K_ALGOS,
     QUALITY,
     ROLLOUTS,
+    SINGLE_TURN_ALGOS,
     PipelineAlgo,
     PipelineParams,
     RunPlan,
@@ -71,7 +72,7 @@ class Iteration:
 def resolve(params: PipelineParams) -> RunPlan:
     """The run's plan; raises ConfigError on a bad algo, profile or override."""
     overrides = list(params.overrides)
-    if params.algo in GSM8K_ALGOS and params.iterations is not None:
+    if params.algo in SINGLE_TURN_ALGOS and params.iterations is not None:
         overrides.append(f"cory.iterations={params.iterations}")
     plan = plan_run(params.algo.value, params.profile, overrides, Path(params.runs_root), params.task)
     check_baselines(plan, params.baselines)
@@ -81,7 +82,7 @@ def resolve(params: PipelineParams) -> RunPlan:
 
 def iteration_count(params: PipelineParams, plan: RunPlan) -> int:
     """Training iterations of the run: `params.iterations` (default 1), or for CORY/PPO cory.iterations."""
-    if plan.gsm8k:
+    if plan.single_turn:
         return plan.doc["cory"]["iterations"]
     return 1 if params.iterations is None else params.iterations
 
@@ -219,25 +220,27 @@ def log_progress(plan: RunPlan, parent: str, iterations: list[Iteration]) -> Non
 
 
 def cory_score(m: dict[str, float]) -> str:
-    """A CORY/PPO stage's final evaluation per agent, from its metrics.json."""
+    """A CORY/PPO stage's final evaluation per agent, from its metrics.json (pass@1 on a binary task)."""
     agents = sorted(
-        k[len("final_") : -len("_pass_at_1")]
+        k[len("final_") : -len("_reward")]
         for k in m
-        if k.endswith("_pass_at_1") and k.startswith("final_") and k != "final_mean_pass_at_1"
+        if k.endswith("_reward") and k.startswith("final_") and k != "final_mean_reward" and "_train_" not in k
     )
     parts = [
-        f"{a} pass@1 {m[f'final_{a}_pass_at_1']:.3f}, reward {m[f'final_{a}_reward']:.3f}, "
-        f"kl {m[f'final_{a}_kl']:.4f}, objective {m[f'final_{a}_objective']:.3f}"
+        (f"{a} pass@1 {m[f'final_{a}_pass_at_1']:.3f}, " if f"final_{a}_pass_at_1" in m else f"{a} ")
+        + f"reward {m[f'final_{a}_reward']:.3f}, kl {m[f'final_{a}_kl']:.4f}, objective {m[f'final_{a}_objective']:.3f}"
         for a in agents
     ]
+    silent = int(m.get("no_signal_iterations", 0))
+    note = f" ({silent} without reward signal: every answer scored the same)" if silent else ""
     return (
-        f"{int(m['iterations'])} PPO iterations from pass@1 {m.get('initial_pass_at_1', float('nan')):.3f}: "
+        f"{int(m['iterations'])} PPO iterations{note} from reward {m.get('initial_reward', float('nan')):.3f}: "
         + "; ".join(parts)
     )
 
 
 def _score(plan: RunPlan, m: dict[str, Any], no_signal: str | None) -> str:
-    if plan.gsm8k:
+    if plan.single_turn:
         return cory_score(m)
     if m:
         return f"success {m['success_rate']:.3f}, mean score {m['mean_score']:.3f}"
@@ -318,7 +321,7 @@ def quality_rows(plan: RunPlan, iterations: list[Iteration]) -> list[tuple[str, 
 @flow(name="sweetflow-pipeline", log_prints=True)
 def pipeline_flow(params: PipelineParams = PipelineParams()) -> dict:
     """SWEET-RL (or a baseline) end to end: evaluate the base model, then N iterations of rollouts,
-    training and evaluation; or CORY/PPO on GSM8K; every step DVC-versioned and tracked in MLflow."""
+    training and evaluation; or CORY/PPO on a single-turn task; every step DVC-versioned and tracked in MLflow."""
     import mlflow
 
     plan = resolve(params)
@@ -352,7 +355,7 @@ def pipeline_flow(params: PipelineParams = PipelineParams()) -> dict:
         table = summary_table(plan, iterations)
         (plan.run_dir / "summary.json").write_text(json.dumps([asdict(it) for it in iterations], indent=2) + "\n")
         mlflow.log_artifact(str(plan.run_dir / "summary.json"))
-        if not plan.gsm8k:
+        if not plan.single_turn:
             results = results_table(plan, iterations)
             (plan.run_dir / "results.md").write_text(results)
             mlflow.log_artifact(str(plan.run_dir / "results.md"))

@@ -2,8 +2,7 @@
 
 Reads: the project's params.yaml (through flows.profiles) and the stage catalogue
 (components/stages/catalogue.py). Writes, for each iteration k of a run, under
-`runs/pipeline/<algo>-<task>-<profile>-<hash of the resolved parameters>/iter-k/` (CORY/PPO:
-`<algo>-<profile>-<hash>`, their task is GSM8K):
+`runs/pipeline/<algo>-<task>-<profile>-<hash of the resolved parameters>/iter-k/`:
   params.yaml  the run's resolved parameters with iteration k's paths and seeds
   dvc.yaml     the catalogue stages this algorithm runs, `${...}` filled in from that params.yaml,
                run from the project root (`wdir`) with SWEETFLOW_PARAMS naming that params.yaml
@@ -25,8 +24,10 @@ SWEET-RL one ranks the candidates the run's own iteration sampled (`train.candid
 would sample the same ones, and a stage its settings make unnecessary (the critic's training for
 an untrained critic) is not in its dvc.yaml (catalogue `Stage.unless`).
 
-GSM8K algorithms (cory, ppo): one stage, `cory`, in iter-1, which runs `cory.iterations` PPO
-iterations itself (evaluating both agents after each) and resumes from its checkpoint, so a
+Single-turn algorithms (cory, ppo) on the single-turn task `task.name` names (gsm8k, reviews:
+components/cory/registry.py; a profile whose task is collaborative gives them gsm8k): in iter-1,
+the task's generator stage when it has one, then one stage, `cory`, which runs `cory.iterations`
+PPO iterations itself (evaluating every agent after each) and resumes from its checkpoint, so a
 longer `cory.iterations` extends a run in the same folder instead of starting another.
 
 A run's parameters hold only the sections its algorithm reads (an override of another section is
@@ -50,19 +51,23 @@ from pydantic import BaseModel, Field, field_validator
 
 from components.config.sections import PARAMS_ENV, ConfigError, TaskSection
 from components.config.training import TrainLayout
+from components.cory.registry import DEFAULT_PROMPT_TASK, PROMPT_TASKS
 from components.stages.catalogue import (
     CODE_ROOT,
     STAGES,
     TASK,
+    Kind,
     Out,
     Stage,
     code_deps,
     skipped_outs,
     training_stages,
 )
-from components.tasks.registry import TASKS, task_class
+from components.stages.catalogue import TASKS as TASK_FILES
+from components.tasks.registry import TASKS
 from flows import profiles
 from flows.baselines import BASELINES, check_settings, identity, variant_doc
+from flows.played import kinds, played_class
 
 RUNS_ROOT = Path("runs/pipeline")
 ZERO_SHOT, ROLLOUTS, EVAL_ACTOR, CORY = "eval_zero_shot", "rollouts", "eval_actor", "cory"
@@ -72,16 +77,16 @@ QUALITY = "critic_quality"  # the stage measuring a SWEET-RL critic (results.md'
 class PipelineAlgo(str, Enum):
     """Every algorithm `sweetflow run` runs: the ColBench ones (train_config.Algo) and CORY's."""
 
-    sweet = "sweet"  # SWEET-RL on ColBench
+    sweet = "sweet"  # SWEET-RL on a collaborative task
     mtdpo = "mtdpo"  # multi-turn DPO baseline
     rft = "rft"  # rejection fine-tuning baseline
-    cory = "cory"  # CORY pioneer/observer co-training on GSM8K
-    ppo = "ppo"  # single-agent PPO baseline on GSM8K (the same component, one agent)
+    cory = "cory"  # CORY pioneer/observer co-training on a single-turn task
+    ppo = "ppo"  # single-agent PPO baseline on a single-turn task (the same component, one agent)
 
 
-GSM8K_ALGOS = (PipelineAlgo.cory, PipelineAlgo.ppo)
-GSM8K_SECTIONS = ("model", "cluster", "cory")  # what a CORY run reads; task runs read every other section but
-# the sections of the tasks they do not play
+SINGLE_TURN_ALGOS = (PipelineAlgo.cory, PipelineAlgo.ppo)
+SINGLE_TURN_SECTIONS = ("task", "model", "cluster", "cory")  # what a CORY run reads besides its task's section;
+# collaborative runs read every other section but the sections of the tasks they do not play
 _VAR = re.compile(r"\$\{([\w.-]+)\}")
 
 
@@ -91,7 +96,7 @@ class PipelineParams(BaseModel):
     algo: PipelineAlgo = Field(
         PipelineAlgo.sweet,
         description="sweet (SWEET-RL) | mtdpo (multi-turn DPO) | "
-        "rft (rejection FT) on ColBench; cory (CORY) | ppo (single-agent PPO) on GSM8K",
+        "rft (rejection FT) on a collaborative task; cory (CORY) | ppo (single-agent PPO) on a single-turn task",
     )
     iterations: int | None = Field(
         None,
@@ -102,12 +107,13 @@ class PipelineParams(BaseModel):
         "cory.iterations)",
     )
     profile: str = Field(
-        "default", description="default (embedded CPU run) | smoke | colbench-cpu | gpu-8b (params.yaml profiles)"
+        "default",
+        description="default (embedded CPU run) | smoke | colbench-cpu | reviews | gpu-8b (params.yaml profiles)",
     )
     task: str | None = Field(
         None,
-        description=f"collaborative task: {' | '.join(TASKS)} (None: the profile's task.name); "
-        "not for cory/ppo (GSM8K)",
+        description=f"task: {' | '.join(TASKS)} (collaborative); {' | '.join(PROMPT_TASKS)} (single-turn, "
+        "for cory/ppo). None: the profile's task.name (cory/ppo: gsm8k when that is a collaborative task)",
     )
     overrides: list[str] = Field(default_factory=list, description="section.key=value, e.g. critic.optim.lr=1e-5")
     runs_root: str = Field(str(RUNS_ROOT), description="folder holding the runs' iteration folders")
@@ -140,30 +146,36 @@ class RunPlan:
         return self.run_dir / f"iter-{k}"
 
     @property
-    def gsm8k(self) -> bool:
-        return self.algo in GSM8K_ALGOS
+    def single_turn(self) -> bool:
+        """Whether the algorithm plays a single-turn task (cory, ppo) rather than a collaborative one."""
+        return self.algo in SINGLE_TURN_ALGOS
 
     def iterations(self, n: int) -> list[int]:
         """The pipeline iterations of a run asked for `n` training iterations: 0 (the base model's
-        evaluation) to n on ColBench; the one `cory` stage for CORY/PPO, which iterates itself."""
-        return [1] if self.gsm8k else list(range(n + 1))
+        evaluation) to n on a collaborative task; the one `cory` stage for CORY/PPO, which iterates itself."""
+        return [1] if self.single_turn else list(range(n + 1))
 
     @property
     def task(self) -> str:
-        """The collaborative task the run plays ("gsm8k" for CORY/PPO)."""
-        return "gsm8k" if self.gsm8k else self.doc[TASK]["name"]
+        """The task the run plays."""
+        return self.doc[TASK]["name"]
+
+    @property
+    def task_class(self) -> type:
+        """The class of the task the run plays (a collaborative or a single-turn task)."""
+        return played_class(self.task, self.single_turn)
 
     def stages(self, k: int) -> tuple[str, ...]:
-        if self.gsm8k:
-            return (CORY,)
+        generator = self.task_class.generator
+        if self.single_turn:
+            return (*([generator] if generator else []), CORY)
         if k == 0:
-            generator = task_class(self.task).generator
             return (*([generator] if generator else []), ZERO_SHOT)
         return (ROLLOUTS, *training_stages(self.algo.value, self.doc), EVAL_ACTOR)
 
     def trained_actor(self, k: int) -> Path:
         """Where iteration k (>= 1) writes its trained actor (CORY/PPO: the agents' LoRA adapters)."""
-        if self.gsm8k:
+        if self.single_turn:
             return self.iteration_dir(k) / CORY / "adapters"
         return self.iteration_dir(k) / "train" / "actor" / "model"
 
@@ -180,7 +192,8 @@ def plan_run(
     task: str | None = None,
 ) -> RunPlan:
     """The run's resolved parameters and folder; ConfigError on a bad algo, profile, task or override.
-    `task` (None: the profile's `task.name`) picks the collaborative task; not for CORY/PPO.
+    `task` (None: the profile's `task.name`) picks the task: a collaborative one for sweet, mtdpo
+    and rft, a single-turn one for cory and ppo (which play gsm8k when the profile's is collaborative).
 
     The folder is named by a hash of the parameters, less the `cluster` section (placement changes
     no result: a run moved to Ray resumes the local one); for CORY/PPO, `cory.iterations` is left
@@ -190,26 +203,47 @@ def plan_run(
         algo = PipelineAlgo(algo)
     except ValueError:
         raise ConfigError(f"unknown algo '{algo}' (choose one of {', '.join(a.value for a in PipelineAlgo)})") from None
-    if task is not None and algo in GSM8K_ALGOS:
-        raise ConfigError(f"--task does not apply to algo {algo.value}: CORY and PPO train on GSM8K")
     overrides = [*overrides, *([f"task.name={task}"] if task is not None else [])]
-    doc = _sections_of(algo, profiles.resolve(profile, list(overrides)), overrides)
-    doc["cory" if algo in GSM8K_ALGOS else "actor"]["algo"] = algo.value
+    resolved = profiles.resolve(profile, list(overrides))
+    _check_task(algo, resolved, named=any(o.replace(" ", "").startswith("task.name=") for o in overrides))
+    doc = _sections_of(algo, resolved, overrides)
+    doc["cory" if algo in SINGLE_TURN_ALGOS else "actor"]["algo"] = algo.value
     identity = copy.deepcopy(doc)
     identity.get("cory", {}).pop("iterations", None)
     identity.pop("cluster", None)  # where the steps run does not change what they compute
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:8]
-    name = f"{algo.value}-{profile}" if algo in GSM8K_ALGOS else f"{algo.value}-{doc[TASK]['name']}-{profile}"
+    name = f"{algo.value}-{doc[TASK]['name']}-{profile}"
     return RunPlan(algo, profile, doc, Path(runs_root) / f"{name}-{digest}")
+
+
+def _check_task(algo: PipelineAlgo, doc: dict[str, Any], named: bool) -> None:
+    """ConfigError when the task does not suit the algorithm's kind; a single-turn algorithm on a
+    profile whose task is collaborative, no task named, plays the default single-turn task."""
+    name = doc[TASK]["name"]
+    if name not in TASKS and name not in PROMPT_TASKS:
+        raise ConfigError(f"unknown task '{name}' ({kinds()})")
+    if algo in SINGLE_TURN_ALGOS and name in TASKS:
+        if named:
+            raise ConfigError(
+                f"algo {algo.value} plays a single-turn task ({', '.join(PROMPT_TASKS)}), not the collaborative "
+                f"task {name}"
+            )
+        doc[TASK]["name"] = DEFAULT_PROMPT_TASK
+    if algo not in SINGLE_TURN_ALGOS and name in PROMPT_TASKS:
+        raise ConfigError(
+            f"task {name} is a single-turn task, for --algo cory or ppo; algo {algo.value} plays a collaborative "
+            f"one ({', '.join(TASKS)})"
+        )
 
 
 def _sections_of(algo: PipelineAlgo, doc: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
     """The sections `algo` reads; an override of any other section is an error."""
-    if algo in GSM8K_ALGOS:
-        keep = set(GSM8K_SECTIONS)
+    if algo in SINGLE_TURN_ALGOS:
+        keep = {*SINGLE_TURN_SECTIONS, *played_class(doc[TASK]["name"], True).sections}
     else:
-        played = set(task_class(doc[TASK]["name"]).sections)
-        keep = set(doc) - {"cory"} - ({s for cls in TASKS.values() for s in cls.sections} - played)
+        played = set(played_class(doc[TASK]["name"], False).sections)
+        others = {s for cls in (*TASKS.values(), *PROMPT_TASKS.values()) for s in cls.sections} - played
+        keep = set(doc) - {"cory"} - others
     stray = [o for o in overrides if o.partition(".")[0] not in keep]
     if stray:
         raise ConfigError(
@@ -222,8 +256,11 @@ def _sections_of(algo: PipelineAlgo, doc: dict[str, Any], overrides: list[str]) 
 def check_baselines(plan: RunPlan, baselines: Sequence[str]) -> None:
     """ConfigError unless every baseline is a known name (BASELINES) whose algorithm and settings
     differ from the run's and from the other baselines' (it would repeat them), on valid parameters."""
-    if baselines and plan.gsm8k:
-        raise ConfigError(f"--baselines apply to {', '.join(BASELINES)}, not to {plan.algo.value} (GSM8K)")
+    if baselines and plan.single_turn:
+        raise ConfigError(
+            f"--baselines apply to {', '.join(BASELINES)}, not to {plan.algo.value} (compare it with "
+            f"{'ppo' if plan.algo == PipelineAlgo.cory else 'cory'} in a run of its own)"
+        )
     seen = {identity(plan.doc): "the run itself"}
     bad, reasons = [], []
     for name in baselines:
@@ -283,7 +320,7 @@ def iteration_doc(plan: RunPlan, k: int, start: str) -> dict[str, Any]:
     """The parameters of iteration k, which starts from the model `start` (the base model, or the
     actor of the last iteration that trained one), with its own output folders."""
     doc, it = copy.deepcopy(plan.doc), plan.iteration_dir(k)
-    if plan.gsm8k:
+    if plan.single_turn:
         doc["cory"].update(model=start, out_dir=str(it / CORY))
         return doc
     doc["eval"].update(model=start if k == 0 else str(plan.trained_actor(k)), out_dir=str(plan.eval_dir(k)))
@@ -334,13 +371,15 @@ def dvc_stage(stage: Stage, task: str, algo: str | None = None, doc: dict[str, A
     (every project file the module imports), its inputs and models, params sections, outs and metrics.
     Under run parameters `doc`, the outs of stages they make unnecessary are no deps (catalogue.skipped_outs)."""
     skipped = skipped_outs(algo, doc)
-    reads = [*stage.inputs_for(algo, task_class(task).file_key), *stage.models]
+    plays = TASK in stage.sections or TASK_FILES in stage.inputs
+    played = played_class(task, stage.kind == Kind.cory) if plays else None
+    reads = [*stage.inputs_for(algo, played.file_keys() if played else ()), *stage.models]
     spec: dict[str, Any] = {
         "cmd": " ".join(["python -m", stage.module, *stage.args]),
         "deps": [*code_deps(stage.module), *(d for d in reads if d not in skipped)],
     }
     if stage.sections:
-        spec["params"] = list(stage.sections_for(task_class(task).sections))
+        spec["params"] = list(stage.sections_for(played.sections if played else ()))
     spec["outs"] = [_out(o) for o in stage.outs_for(algo)]
     if stage.metrics:
         spec["metrics"] = [{stage.metrics: {"cache": False}}]

@@ -78,10 +78,12 @@ def validate(doc: dict) -> dict[str, BaseModel]:
     unknown = sorted(set(doc) - set(SECTIONS))
     problems += [f"  {name}: unknown section" for name in unknown]
     if "task" in models:
+        from components.cory.registry import PROMPT_TASKS
         from components.tasks.registry import TASKS
+        from flows.played import kinds
 
-        if models["task"].name not in TASKS:
-            problems.append(f"  task.name: unknown task '{models['task'].name}' (registered: {', '.join(TASKS)})")
+        if models["task"].name not in {*TASKS, *PROMPT_TASKS}:
+            problems.append(f"  task.name: unknown task '{models['task'].name}' ({kinds()})")
     if problems:
         raise ConfigError("invalid run parameters:\n" + "\n".join(problems))
     return models

@@ -18,9 +18,9 @@ import yaml
 
 from components.data.records import Trajectory, read_jsonl
 from components.stages.catalogue import STAGES, TASK, Kind
-from components.tasks.registry import task_class
 from components.tracking import store as tracking
 from flows.plan import interpolate
+from flows.played import played_class
 
 
 def log_nested_run(
@@ -89,8 +89,10 @@ def stage_files(stage: str, doc: dict[str, Any]) -> tuple[Path, list[Path]]:
 def stage_sections(stage: str, doc: dict) -> tuple[str, ...]:
     """The params sections `stage` read in the run whose params are `doc`: for a stage that plays
     a task, `task` and the task's own sections (e.g. ColBench's `data`, with its simulator prompt)."""
-    own = task_class(doc[TASK]["name"]).sections if TASK in doc else ()
-    return STAGES[stage].sections_for(own)
+    spec = STAGES[stage]
+    if TASK not in spec.sections:
+        return spec.sections
+    return spec.sections_for(played_class(doc[TASK]["name"], spec.kind == Kind.cory).sections)
 
 
 def track_stage(

@@ -1,7 +1,7 @@
 """Helpers shared by the CORY unit tests: a tiny GSM8K, a small CORY config, a reward with signal.
 
 The tiny test model answers with noise, so the real reward is almost always 0 and PPO would see
-no signal; `parity_reward` (1 when the answer text has an odd length) gives every batch a mix.
+no signal; `ParityTask` (GSM8K rewarding an answer text of odd length) gives every batch a mix.
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 
 from components.config.cory import CoryConfig
+from components.config.prompt_tasks import GSM8KConfig
+from components.cory.gsm8k import GSM8KTask
 
 QUESTIONS = [
     ("Tom has 3 apples and buys 4 more. How many apples does he have?", "3 + 4 = 7\n#### 7"),
@@ -33,11 +35,8 @@ def write_gsm8k(folder: Path) -> tuple[Path, Path]:
 
 def tiny_config(model_dir: Path, tmp_path: Path, **overrides) -> CoryConfig:
     """A CORY config that runs an iteration of the tiny model in about a second."""
-    train, test = write_gsm8k(tmp_path / "gsm8k")
     values = {
         "model": str(model_dir),
-        "train_file": train,
-        "test_file": test,
         "out_dir": tmp_path / "run",
         "iterations": 1,
         "questions_per_iteration": 2,
@@ -54,5 +53,14 @@ def tiny_config(model_dir: Path, tmp_path: Path, **overrides) -> CoryConfig:
     return CoryConfig(**values)
 
 
-def parity_reward(text: str, gold: str) -> float:
-    return float(len(text) % 2)
+class ParityTask(GSM8KTask):
+    """GSM8K whose reward is 1 when the answer's text has an odd length: a mix in every batch."""
+
+    def rewards(self, rows, answers):
+        return [float(len(answer) % 2) for answer in answers]
+
+
+def tiny_task(tmp_path: Path, cls: type[GSM8KTask] = ParityTask) -> GSM8KTask:
+    """`cls` on the tiny GSM8K written under tmp_path/gsm8k."""
+    train, test = write_gsm8k(tmp_path / "gsm8k")
+    return cls(GSM8KConfig(train_file=train, test_file=test))

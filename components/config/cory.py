@@ -91,7 +91,8 @@ class VllmSync(str, Enum):
 
 
 class CoryConfig(_Section):
-    """One CORY (or single-agent PPO) training run on GSM8K."""
+    """One CORY (or single-agent PPO) training run on a single-turn task (params `task.name`; the task's
+    files live in its own section, components/config/prompt_tasks.py)."""
 
     model: str = Field(
         "models/smollm2-135m-instruct", description="base model (HF folder); frozen, it is also the KL reference pi_0"
@@ -109,10 +110,8 @@ class CoryConfig(_Section):
         "batch 32). CORY answers each twice (pioneer, observer); PPO samples "
         "two answers per question, so both generate the same number of answers (equal token budget)",
     )
-    train_file: Path = Field(Path("data/gsm8k/train.jsonl"), description="GSM8K training questions (JSONL)")
-    test_file: Path = Field(Path("data/gsm8k/test.jsonl"), description="GSM8K test questions (JSONL)")
     eval_questions: int = Field(
-        8, ge=1, description="evaluation slice: the first N questions of test_file, the same every iteration"
+        8, ge=1, description="evaluation slice: the task's first N held-out rows, the same every iteration"
     )
     max_new_tokens: int = Field(128, ge=1, description="tokens per sampled answer (train and eval)")
     temperature: float = Field(
@@ -210,11 +209,6 @@ class CoryConfig(_Section):
             raise ValueError(
                 f"shaping trl with score_scaling {self.trl.score_scaling.value} needs at least 2 samples per "
                 f"agent and iteration (it has {n}): the running std of one score is undefined"
-            )
-        if self.train_file == self.test_file:
-            raise ValueError(
-                f"train_file and test_file are the same file ({self.train_file}): the evaluation "
-                "would measure training questions"
             )
         return self
 

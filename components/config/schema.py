@@ -8,6 +8,7 @@ from components.config.cluster import ClusterConfig
 from components.config.cory import CoryConfig
 from components.config.elicitation import ElicitationConfig
 from components.config.frontend import FrontendConfig
+from components.config.prompt_tasks import GSM8KConfig, ReviewsConfig
 from components.config.sections import (
     DataConfig,
     EpisodeSection,
@@ -42,4 +43,6 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "ranking": RankingConfig,
     "actor": ActorConfig,
     "cory": CoryConfig,
+    "gsm8k": GSM8KConfig,
+    "reviews": ReviewsConfig,
 }

@@ -40,8 +40,9 @@ class TaskSection(_Section):
     name: str = Field(
         "colbench-backend",
         min_length=1,
-        description="the collaborative task played and trained on (components/tasks/registry.py): "
-        "colbench-backend | colbench-frontend | elicitation",
+        description="the task played and trained on: a collaborative one (components/tasks/registry.py: "
+        "colbench-backend | colbench-frontend | elicitation) or, for cory/ppo, a single-turn one "
+        "(components/cory/registry.py: gsm8k | reviews; cory/ppo play gsm8k when this names a collaborative task)",
     )
 
 

@@ -1,10 +1,10 @@
-"""Evaluate one agent alone on the fixed GSM8K test slice (reads and writes no files).
+"""Evaluate one agent alone on a task's fixed held-out slice (reads and writes no files).
 
 As in Ma et al. 2024 (sec. 5; ALGORITHMS.md "CORY"), either agent is used alone at inference, with
 the query-only prompt. Per agent:
-- pass@1: share of questions whose one answer (greedy by default) is correct;
-- reward: mean task reward r(q, a) (0/1 on GSM8K, so equal to pass@1 here; both are kept because
-  the paper reports task reward and other rewards need not be 0/1);
+- reward: mean task reward r(q, a) (components/cory/tasks.py);
+- pass@1 (binary tasks only, such as GSM8K): share of questions whose one answer (greedy by
+  default) is correct, equal to the mean reward there; kept because it is what GSM8K reports;
 - kl: KL to the initial model along each answer, the mean over questions of the summed exact
   per-position KL(pi(.|s_t) || pi_0(.|s_t)) over the answer's tokens; always >= 0;
 - kl_sampled: the mean summed log pi(a_t) - log pi_0(a_t) over the answer's tokens (the estimator
@@ -18,11 +18,12 @@ same questions with the same random streams.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from components.cory.agents import AgentPool
-from components.cory.gsm8k import GSM8KRow, query_prompt, reward
 from components.cory.rollout import collate, encode_prompt, kl_to_reference
 from components.cory.serving import PolicyServer
+from components.cory.tasks import PromptTask
 from components.engines.base import Generation, SamplingConfig
 from components.episodes.driver import derive_seed
 
@@ -31,7 +32,8 @@ def evaluate_agent(
     server: PolicyServer,
     pool: AgentPool,
     agent: str,
-    rows: Sequence[GSM8KRow],
+    task: PromptTask,
+    rows: Sequence[Any],
     *,
     sampling: SamplingConfig,
     chat_template: bool,
@@ -41,18 +43,18 @@ def evaluate_agent(
 ) -> tuple[dict[str, float], list[Generation]]:
     """(metrics, answers) of `agent` alone on `rows`; see the module docstring for the metrics."""
     engine = server.engine_for(agent)
-    prompts = [encode_prompt(pool.tokenizer, query_prompt(r.question), chat_template) for r in rows]
+    prompts = [encode_prompt(pool.tokenizer, task.query_prompt(r), chat_template) for r in rows]
     gens = engine.generate(prompts, sampling, [derive_seed(seed, "eval", i) for i in range(len(rows))])
-    correct = [reward(g.text, r.gold) for g, r in zip(gens, rows)]
+    rewards = task.rewards(rows, [g.text for g in gens])
     pad = pool.tokenizer.pad_token_id if pool.tokenizer.pad_token_id is not None else pool.tokenizer.eos_token_id
     batch = collate([(p, g.token_ids) for p, g in zip(prompts, gens)], pad, pool.device)
     pool.model.eval()
     sampled, exact = kl_to_reference(pool, agent, batch, chunk)
     kl = exact.sum(-1).mean().item()
-    mean_reward = sum(correct) / len(correct)
+    mean_reward = sum(rewards) / len(rewards)
     tokens = sum(len(g.token_ids) for g in gens)
-    return {
-        "pass_at_1": sum(c == 1.0 for c in correct) / len(correct),
+    binary = {"pass_at_1": sum(r == 1.0 for r in rewards) / len(rewards)} if task.binary else {}
+    return binary | {
         "reward": mean_reward,
         "kl": kl,
         "kl_sampled": sampled.sum(-1).mean().item(),

@@ -15,18 +15,22 @@ released code covers IMDB only, so this reward is ours, written from the paper's
 
 Prompts: the pioneer sees the question; the observer sees the question, then "Reference: <pioneer
 answer>", then "Answer:" (the paper's GSM8K format). Evaluation uses either agent alone with the
-query-only prompt, which is the pioneer prompt.
+query-only prompt, which is the pioneer prompt. `GSM8KTask` is this as a components/cory/tasks.py
+task (params section `gsm8k`: its train and test files).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from decimal import Decimal
 from itertools import islice
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from components.config.prompt_tasks import GSM8KConfig
+from components.cory.tasks import PromptTask
 from components.data.records import read_jsonl
 
 GOLD_MARKER = "####"
@@ -154,3 +158,34 @@ def observer_prompt(question: str, pioneer_answer: str) -> str:
 def query_prompt(question: str) -> str:
     """The query-only evaluation prompt for either agent alone (the same as the pioneer's)."""
     return pioneer_prompt(question)
+
+
+class GSM8KTask(PromptTask):
+    """GSM8K word problems; reward 1 when the answer's last number is the gold answer."""
+
+    name = "gsm8k"
+    sections = ("gsm8k",)
+    record_keys = ("gsm8k.train_file", "gsm8k.test_file")
+    binary = True
+    cfg: GSM8KConfig
+
+    def train_rows(self) -> list[GSM8KRow]:
+        return load_gsm8k(self.cfg.train_file)
+
+    def eval_rows(self, limit: int) -> list[GSM8KRow]:
+        rows = load_gsm8k(self.cfg.test_file, limit)
+        if len(rows) < limit:
+            raise ValueError(f"{limit} evaluation questions asked for but {self.cfg.test_file} holds {len(rows)}")
+        return rows
+
+    def query_prompt(self, row: GSM8KRow) -> str:
+        return query_prompt(row.question)
+
+    def observer_prompt(self, row: GSM8KRow, pioneer_answer: str) -> str:
+        return observer_prompt(row.question, pioneer_answer)
+
+    def rewards(self, rows: Sequence[GSM8KRow], answers: Sequence[str]) -> list[float]:
+        return [reward(answer, row.gold) for row, answer in zip(rows, answers, strict=True)]
+
+    def describe(self, row: GSM8KRow) -> dict[str, str]:
+        return {"prompt": row.question, "target": row.gold}

@@ -1,11 +1,13 @@
 """One iteration's samples for CORY and for the PPO baseline, and the forward passes that score them.
 
-Reads and writes no files: questions come in, `Sample`s (exact prompt and response token ids,
-DESIGN.md convention 11) and tensors go out.
+Reads and writes no files: a task's rows come in (components/cory/tasks.py: it gives the prompts and
+the reward), `Sample`s (exact prompt and response token ids, DESIGN.md convention 11) and tensors go
+out.
 
 - `cory_samples` (Ma et al. 2024, sec. 3.2; ALGORITHMS.md "CORY"): the pioneer answers each
-  question (a1 ~ pi_1(.|q)); the observer then answers the question with the pioneer's answer as
-  "Reference:" (a2 ~ pi_2(.|q, a1)). Both get the collective reward r(q,a1) + r(q,a2).
+  question (a1 ~ pi_1(.|q)); the observer then answers with the pioneer's actual answer in its
+  prompt (a2 ~ pi_2(.|q, a1); the task's observer prompt). Both get the collective reward
+  r(q,a1) + r(q,a2).
 - `ppo_samples`: the single-agent baseline draws TWO answers per question from the query-only
   prompt (different seeds), each rewarded with its own r(q,a). We keep the questions and double
   the answers (rather than doubling the questions) so that both algorithms see the same questions
@@ -24,12 +26,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from components.cory.agents import OBSERVER, PIONEER, POLICY, AgentPool
-from components.cory.gsm8k import GSM8KRow, observer_prompt, query_prompt, reward
 from components.cory.ppo_losses import full_kl
+from components.cory.tasks import PromptTask
 from components.engines.base import Engine, Generation, SamplingConfig
 from components.episodes.driver import derive_seed
 from components.lm.logprobs import token_logprobs
@@ -47,7 +50,7 @@ class Sample:
     prompt_ids: list[int]
     response_ids: list[int]
     text: str
-    correct: float  # r(q, a) of this answer alone
+    correct: float  # r(q, a) of this answer alone (0/1 correctness on a binary task)
     task_reward: float  # the reward PPO maximises (CORY: collective r(q,a1) + r(q,a2))
     engine_logprobs: list[float]
 
@@ -72,7 +75,8 @@ def _generate(engine: Engine, prompts: list[list[int]], sampling: SamplingConfig
 def cory_samples(
     engine_for: EngineFor,
     roles: dict[str, str],
-    rows: Sequence[GSM8KRow],
+    task: PromptTask,
+    rows: Sequence[Any],
     sampling: SamplingConfig,
     chat_template: bool,
     seed: int,
@@ -82,43 +86,32 @@ def cory_samples(
     pioneer, observer = roles[PIONEER], roles[OBSERVER]
     engine = engine_for(pioneer)
     tok = engine.tokenizer
-    p_prompts = [encode_prompt(tok, query_prompt(r.question), chat_template) for r in rows]
+    p_prompts = [encode_prompt(tok, task.query_prompt(r), chat_template) for r in rows]
     p_gens = _generate(
         engine, p_prompts, sampling, [derive_seed(seed, iteration, PIONEER, i) for i in range(len(rows))]
     )
     engine = engine_for(observer)
-    o_prompts = [encode_prompt(tok, observer_prompt(r.question, g.text), chat_template) for r, g in zip(rows, p_gens)]
+    o_prompts = [encode_prompt(tok, task.observer_prompt(r, g.text), chat_template) for r, g in zip(rows, p_gens)]
     o_gens = _generate(
         engine, o_prompts, sampling, [derive_seed(seed, iteration, OBSERVER, i) for i in range(len(rows))]
     )
+    r1s = task.rewards(rows, [g.text for g in p_gens])
+    r2s = task.rewards(rows, [g.text for g in o_gens])
     samples: list[Sample] = []
-    for i, row in enumerate(rows):
-        r1, r2 = reward(p_gens[i].text, row.gold), reward(o_gens[i].text, row.gold)
-        samples.append(
-            Sample(
-                i, PIONEER, pioneer, p_prompts[i], p_gens[i].token_ids, p_gens[i].text, r1, r1 + r2, p_gens[i].logprobs
-            )
-        )
-        samples.append(
-            Sample(
-                i,
-                OBSERVER,
-                observer,
-                o_prompts[i],
-                o_gens[i].token_ids,
-                o_gens[i].text,
-                r2,
-                r1 + r2,
-                o_gens[i].logprobs,
-            )
-        )
+    for i, (r1, r2) in enumerate(zip(r1s, r2s)):
+        for role, agent, prompt, gen, own in (
+            (PIONEER, pioneer, p_prompts[i], p_gens[i], r1),
+            (OBSERVER, observer, o_prompts[i], o_gens[i], r2),
+        ):
+            samples.append(Sample(i, role, agent, prompt, gen.token_ids, gen.text, own, r1 + r2, gen.logprobs))
     return samples
 
 
 def ppo_samples(
     engine_for: EngineFor,
     roles: dict[str, str],
-    rows: Sequence[GSM8KRow],
+    task: PromptTask,
+    rows: Sequence[Any],
     sampling: SamplingConfig,
     chat_template: bool,
     seed: int,
@@ -127,16 +120,16 @@ def ppo_samples(
     """Two answers per question from the query-only prompt, each rewarded with its own r(q, a)."""
     agent = roles[POLICY]
     engine = engine_for(agent)
-    prompts = [encode_prompt(engine.tokenizer, query_prompt(r.question), chat_template) for r in rows]
+    prompts = [encode_prompt(engine.tokenizer, task.query_prompt(r), chat_template) for r in rows]
     jobs = [(i, k) for i in range(len(rows)) for k in range(2)]
     gens = _generate(
         engine, [prompts[i] for i, _ in jobs], sampling, [derive_seed(seed, iteration, POLICY, i, k) for i, k in jobs]
     )
-    samples = []
-    for (i, _), gen in zip(jobs, gens):
-        r = reward(gen.text, rows[i].gold)
-        samples.append(Sample(i, POLICY, agent, prompts[i], gen.token_ids, gen.text, r, r, gen.logprobs))
-    return samples
+    rewards = task.rewards([rows[i] for i, _ in jobs], [g.text for g in gens])
+    return [
+        Sample(i, POLICY, agent, prompts[i], gen.token_ids, gen.text, r, r, gen.logprobs)
+        for (i, _), gen, r in zip(jobs, gens, rewards)
+    ]
 
 
 @dataclass

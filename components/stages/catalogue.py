@@ -8,8 +8,9 @@ which algorithms use it. Everything else reads this table: the root dvc.yaml is 
 dvc.yaml files, the flows' step order, the MLflow trackers and each stage module's command line.
 
 The catalogue knows no task: a stage that plays one reads TASK among its sections and TASKS among
-its inputs, which the caller resolves with the task's sections and records file (components/tasks),
-so that a stage that plays no task does not depend on the tasks' code.
+its inputs, which the caller resolves with the task's sections and records files (components/tasks
+for the collaborative tasks, components/cory/tasks.py for the single-turn ones CORY plays), so
+that a stage that plays no task does not depend on the tasks' code.
 
 A stage's code dependencies are not typed here: `code_deps` computes them as every project file
 its module imports, transitively (including imports inside functions, and the scripts a module
@@ -36,7 +37,7 @@ class Kind(str, Enum):
     eval = "eval"  # evaluates a model: an MLflow eval run, a registry gate, the run's score
     episodes = "episodes"  # plays episodes for training data (retried once: it resumes)
     train = "train"  # a SWEET-RL / baseline training step
-    cory = "cory"  # CORY/PPO on GSM8K: iterates itself, logs per-iteration eval runs
+    cory = "cory"  # CORY/PPO on a single-turn task: iterates itself, logs per-iteration eval runs
     model = "model"  # prepares the embedded default model (the root dvc.yaml only)
     data = "data"  # generates a task's records (a task with `generator`; the pipeline's first stage)
 
@@ -97,10 +98,12 @@ class Stage:
             return tuple(o for o in self.outs if not o.path.endswith("reference_logprobs.jsonl"))
         return self.outs
 
-    def inputs_for(self, algo: str | None, tasks_file_key: str) -> tuple[str, ...]:
+    def inputs_for(self, algo: str | None, file_keys: Sequence[str]) -> tuple[str, ...]:
         """The inputs under `algo` (the actor trains on another file per algorithm), TASKS being the
-        records file of the task played (`tasks_file_key`: its Task.file_key)."""
-        inputs = tuple(f"${{{tasks_file_key}}}" if i == TASKS else i for i in self.inputs)
+        records files of the task played (`file_keys`: its file_keys())."""
+        inputs: tuple[str, ...] = ()
+        for i in self.inputs:
+            inputs += tuple(f"${{{key}}}" for key in file_keys) if i == TASKS else (i,)
         if self.name == "actor" and algo in ACTOR_INPUT:
             return tuple(i for i in inputs if i not in ACTOR_INPUT.values()) + (ACTOR_INPUT[algo],)
         return inputs
@@ -108,7 +111,7 @@ class Stage:
 
 COLBENCH = frozenset({"sweet", "mtdpo", "rft"})  # the collaborative-task algorithms (any task)
 TASK = "task"  # in `sections`: the `task` section and the sections of the task it names
-TASKS = "<tasks file>"  # in `inputs`: the records file of the run's task (Task.file_key)
+TASKS = "<tasks file>"  # in `inputs`: the records files of the run's task (its file_keys())
 ROLLOUTS = "${train.trajectories}/trajectories.jsonl"
 ACTOR_INPUT = {"sweet": str(TRAIN.ranking_dir / "turn_pairs.jsonl"), "mtdpo": str(TRAIN.pairs), "rft": ROLLOUTS}
 
@@ -151,6 +154,18 @@ STAGES: dict[str, Stage] = {
             (),
             (),
             (Out("${elicitation.file}"),),
+            None,
+            Kind.data,
+            frozenset(),
+        ),
+        Stage(
+            "reviews_openers",
+            "opener generation",
+            "components.cory.reviews_generate",
+            ("reviews",),
+            (),
+            (),
+            (Out("${reviews.file}"),),
             None,
             Kind.data,
             frozenset(),
@@ -308,8 +323,8 @@ STAGES: dict[str, Stage] = {
             "cory",
             "CORY/PPO",
             "components.stages.cory",
-            ("cory",),
-            ("${cory.train_file}", "${cory.test_file}"),
+            ("cory", TASK),
+            (TASKS,),
             ("${cory.model}",),
             (
                 Out("${cory.out_dir}/adapters"),

@@ -1,17 +1,20 @@
-"""Train CORY's two agents (or the single-agent PPO baseline) on GSM8K, evaluating every iteration.
+"""Train CORY's two agents (or the single-agent PPO baseline) on a single-turn task, evaluating every
+iteration.
 
-Run as `python -m components.stages.cory [--config JSON]` (JSON: {"cory": {...}}; default: the
-`cory` section of params.yaml). Reads `cory.train_file`, `cory.test_file` and the base model.
-Writes to `cory.out_dir`:
+Run as `python -m components.stages.cory`: reads params sections `cory`, `task` and the section of
+the task `task.name` names (components/cory/registry.py: gsm8k | reviews), that task's records
+files and the base model. Writes to `cory.out_dir`:
 - `eval_initial.json`: the base model's evaluation before any update (both agents start there);
 - `iterations.jsonl`: one row per iteration: roles, per-agent train metrics (`train/<agent>/...`:
   task_reward, correct, kl (the KL the penalty used, summed per answer), kl_sampled, kl_full,
   kl_coef, nonscore_reward, score (the task reward after shaping), score_running_mean/std, lr (the
   learning rate in use: cory.lr or cory.ppo_lr), policy_loss, value_loss, clipfrac,
   value_clipfrac, approx_kl, grad_norm, response_tokens, ...), correctness per role (`train/<role>/correct`),
-  per-agent evaluation (`eval/<agent>/pass_at_1|reward|kl|kl_sampled|objective|response_tokens|tokens`),
-  tokens generated and seconds (total, rollout, update, eval);
-- `samples.jsonl`: the first questions' answers of each iteration, to read;
+  per-agent evaluation (`eval/<agent>/reward|kl|kl_sampled|objective|response_tokens|tokens`, and
+  pass_at_1 on a binary task), `no_signal` (every answer of the iteration got the same reward, so
+  the task gave the update nothing to follow: logged as a warning that names the way out), tokens
+  generated and seconds (total, rollout, update, eval);
+- `samples.jsonl`: the first questions' answers of each iteration (prompt, target, answer, reward);
 - `checkpoint/state.pt` (components.cory.state): resumable after every iteration;
 - `metrics.json`: flat final / best numbers; `adapters/<agent>/` (each PEFT adapter) and, with
   `save_merged`, `agents/<agent>/` (merged HF folders that eval and vLLM load);
@@ -35,6 +38,7 @@ import random
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from tqdm.auto import tqdm
 
@@ -43,10 +47,11 @@ from components.config.sections import ConfigError
 from components.cory import state
 from components.cory.agents import AgentPool, agent_names, roles_at
 from components.cory.evaluation import evaluate_agent
-from components.cory.gsm8k import GSM8KRow, load_gsm8k
 from components.cory.ppo import ppo_update
+from components.cory.registry import make_prompt_task, prompt_task_sections
 from components.cory.rollout import Sample, cory_samples, ppo_samples
 from components.cory.serving import PolicyServer, make_server
+from components.cory.tasks import PromptTask
 from components.engines.base import SamplingConfig
 from components.episodes.driver import derive_seed
 from components.stages.result import StageResult
@@ -54,7 +59,13 @@ from components.stages.result import StageResult
 log = logging.getLogger(__name__)
 SAMPLERS = {CoryAlgo.cory: cory_samples, CoryAlgo.ppo: ppo_samples}
 SAMPLE_QUESTIONS = 2  # questions per iteration whose answers go to samples.jsonl
-EVAL_KEYS = ("pass_at_1", "reward", "kl", "objective")
+EVAL_KEYS = ("pass_at_1", "reward", "kl", "objective")  # pass_at_1 on binary tasks only
+NO_SIGNAL = (
+    "iteration %d: every answer got the same reward (%.3f), so the update follows the KL penalty alone "
+    "(exactly zero while the agents equal the base model): the task gives this model no signal. Use a "
+    "task whose reward varies across its answers (--task reviews), a stronger model, or more or longer "
+    "answers (cory.questions_per_iteration, cory.max_new_tokens)"
+)
 
 
 def draw_questions(n_rows: int, k: int, seed: int, iteration: int) -> list[int]:
@@ -63,7 +74,12 @@ def draw_questions(n_rows: int, k: int, seed: int, iteration: int) -> list[int]:
 
 
 def evaluate_all(
-    cfg: CoryConfig, pool: AgentPool, server: PolicyServer, rows: Sequence[GSM8KRow], agents: Sequence[str]
+    cfg: CoryConfig,
+    pool: AgentPool,
+    server: PolicyServer,
+    task: PromptTask,
+    rows: Sequence[Any],
+    agents: Sequence[str],
 ) -> dict[str, dict[str, float]]:
     sampling = SamplingConfig(temperature=cfg.eval_temperature, max_tokens=cfg.max_new_tokens)
     return {
@@ -71,6 +87,7 @@ def evaluate_all(
             server,
             pool,
             agent,
+            task,
             rows,
             sampling=sampling,
             chat_template=cfg.chat_template,
@@ -86,8 +103,9 @@ def run_iteration(
     cfg: CoryConfig,
     pool: AgentPool,
     server: PolicyServer,
-    train_rows: Sequence[GSM8KRow],
-    eval_rows: Sequence[GSM8KRow],
+    task: PromptTask,
+    train_rows: Sequence[Any],
+    eval_rows: Sequence[Any],
     iteration: int,
 ) -> tuple[dict, list[Sample]]:
     """Rollouts, one PPO update per agent, evaluation of each agent; the iteration's row and samples."""
@@ -96,7 +114,7 @@ def run_iteration(
     drawn = draw_questions(len(train_rows), cfg.questions_per_iteration, cfg.seed, iteration)
     sampling = SamplingConfig(temperature=cfg.temperature, max_tokens=cfg.max_new_tokens)
     samples = SAMPLERS[cfg.algo](
-        server.engine_for, roles, [train_rows[i] for i in drawn], sampling, cfg.chat_template, cfg.seed, iteration
+        server.engine_for, roles, task, [train_rows[i] for i in drawn], sampling, cfg.chat_template, cfg.seed, iteration
     )
     rolled = time.perf_counter()
     row: dict = {
@@ -105,7 +123,10 @@ def run_iteration(
         "roles": roles,
         "exchanged": iteration > 1 and roles != roles_at(iteration - 1, cfg.algo, cfg.exchange_every),
         "questions": drawn,
+        "no_signal": len({s.task_reward for s in samples}) == 1,
     }
+    if row["no_signal"]:
+        log.warning(NO_SIGNAL, iteration, samples[0].task_reward)
     for agent in pool.agents:
         stats = ppo_update(pool, agent, [s for s in samples if s.agent == agent], cfg, iteration)
         server.updated(agent)
@@ -114,7 +135,7 @@ def run_iteration(
         mine = [s.correct for s in samples if s.role == role]
         row[f"train/{role}/correct"] = sum(mine) / len(mine)
     updated = time.perf_counter()
-    for agent, metrics in evaluate_all(cfg, pool, server, eval_rows, list(pool.agents)).items():
+    for agent, metrics in evaluate_all(cfg, pool, server, task, eval_rows, list(pool.agents)).items():
         row |= {f"eval/{agent}/{k}": v for k, v in metrics.items()}
     done = time.perf_counter()
     row |= {
@@ -128,19 +149,13 @@ def run_iteration(
     return row, samples
 
 
-def sample_rows(iteration: int, samples: Sequence[Sample], rows: Sequence[GSM8KRow], drawn: list[int]) -> list[dict]:
+def sample_rows(
+    iteration: int, samples: Sequence[Sample], task: PromptTask, rows: Sequence[Any], drawn: list[int]
+) -> list[dict]:
     return [
-        {
-            "iteration": iteration,
-            "question": drawn[s.question],
-            "role": s.role,
-            "agent": s.agent,
-            "prompt": rows[drawn[s.question]].question,
-            "gold": rows[drawn[s.question]].gold,
-            "answer": s.text,
-            "correct": s.correct,
-            "task_reward": s.task_reward,
-        }
+        {"iteration": iteration, "question": drawn[s.question], "role": s.role, "agent": s.agent}
+        | task.describe(rows[drawn[s.question]])
+        | {"answer": s.text, "reward": s.correct, "task_reward": s.task_reward}
         for s in samples
         if s.question < SAMPLE_QUESTIONS
     ]
@@ -149,17 +164,19 @@ def sample_rows(iteration: int, samples: Sequence[Sample], rows: Sequence[GSM8KR
 def summarize(rows: list[dict], initial: dict[str, float] | None, agents: Sequence[str]) -> dict[str, float]:
     """Flat numbers for metrics.json: initial, final and best evaluation per agent and their mean."""
     out: dict[str, float] = {"iterations": float(len(rows))}
+    keys = [k for k in EVAL_KEYS if not rows or f"eval/{agents[0]}/{k}" in rows[-1]]
     if initial:
-        out |= {f"initial_{k}": float(initial[k]) for k in EVAL_KEYS}
+        out |= {f"initial_{k}": float(initial[k]) for k in keys if k in initial}
     if not rows:
         return out
+    out["no_signal_iterations"] = float(sum(bool(r.get("no_signal")) for r in rows))
     last = rows[-1]
-    for key in EVAL_KEYS:
+    for key in keys:
         for agent in agents:
             out[f"final_{agent}_{key}"] = last[f"eval/{agent}/{key}"]
         out[f"final_mean_{key}"] = sum(last[f"eval/{a}/{key}"] for a in agents) / len(agents)
     for agent in agents:
-        out[f"best_{agent}_pass_at_1"] = max(r[f"eval/{agent}/pass_at_1"] for r in rows)
+        out[f"best_{agent}_reward"] = max(r[f"eval/{agent}/reward"] for r in rows)
         out[f"best_{agent}_objective"] = max(r[f"eval/{agent}/objective"] for r in rows)
         out[f"final_{agent}_train_kl"] = last[f"train/{agent}/kl"]
         out[f"final_{agent}_train_task_reward"] = last[f"train/{agent}/task_reward"]
@@ -169,30 +186,33 @@ def summarize(rows: list[dict], initial: dict[str, float] | None, agents: Sequen
     return out
 
 
-def _load_data(cfg: CoryConfig) -> tuple[list[GSM8KRow], list[GSM8KRow]]:
-    train_rows = load_gsm8k(cfg.train_file)
-    eval_rows = load_gsm8k(cfg.test_file, cfg.eval_questions)
+def _load_data(cfg: CoryConfig, task: PromptTask) -> tuple[list[Any], list[Any]]:
+    train_rows = task.train_rows()
+    try:
+        eval_rows = task.eval_rows(cfg.eval_questions)
+    except ValueError as exc:
+        raise ConfigError(f"cory.eval_questions: {exc}") from None
     if len(train_rows) < cfg.questions_per_iteration:
         raise ConfigError(
-            f"cory.questions_per_iteration is {cfg.questions_per_iteration} but {cfg.train_file} "
-            f"holds {len(train_rows)} questions"
+            f"cory.questions_per_iteration is {cfg.questions_per_iteration} but task {task.name} has "
+            f"{len(train_rows)} training rows"
         )
-    if len(eval_rows) < cfg.eval_questions:
-        raise ConfigError(f"cory.eval_questions is {cfg.eval_questions} but {cfg.test_file} holds {len(eval_rows)}")
     return train_rows, eval_rows
 
 
-def _initial_eval(cfg: CoryConfig, pool: AgentPool, server: PolicyServer, eval_rows, start: int) -> dict | None:
+def _initial_eval(
+    cfg: CoryConfig, pool: AgentPool, server: PolicyServer, task: PromptTask, eval_rows, start: int
+) -> dict | None:
     """The base model's evaluation (agent0 before any update is the base), computed once."""
     path = cfg.out_dir / state.INITIAL_EVAL
     if path.exists():
         return json.loads(path.read_text())
     if start > 0:
         return None
-    initial = evaluate_all(cfg, pool, server, eval_rows, ["agent0"])["agent0"]
+    initial = evaluate_all(cfg, pool, server, task, eval_rows, ["agent0"])["agent0"]
     path.write_text(json.dumps(initial, indent=2) + "\n")
     state.save_checkpoint(cfg.out_dir, pool, 0, cfg.fingerprint())
-    log.info("initial model: pass@1 %.3f, reward %.3f", initial["pass_at_1"], initial["reward"])
+    log.info("initial model: reward %.3f, kl %.3f", initial["reward"], initial["kl"])
     return initial
 
 
@@ -200,7 +220,7 @@ def _log_row(row: dict, agents: Sequence[str], total: int) -> None:
     roles = " ".join(f"{role}={agent}" for role, agent in row["roles"].items())
     parts = [
         f"{a}: train reward {row[f'train/{a}/task_reward']:.3f} kl {row[f'train/{a}/kl']:.3f} "
-        f"ploss {row[f'train/{a}/policy_loss']:.4f} | eval pass@1 {row[f'eval/{a}/pass_at_1']:.3f} "
+        f"ploss {row[f'train/{a}/policy_loss']:.4f} | eval reward {row[f'eval/{a}/reward']:.3f} "
         f"kl {row[f'eval/{a}/kl']:.3f} obj {row[f'eval/{a}/objective']:.3f}"
         for a in agents
     ]
@@ -224,11 +244,11 @@ def _save_agents(cfg: CoryConfig, pool: AgentPool) -> dict[str, Path]:
     return paths
 
 
-def run(cfg: CoryConfig) -> StageResult:
-    """Train for `cfg.iterations` (resuming a killed run); see the module docstring for the files."""
+def run(cfg: CoryConfig, task: PromptTask) -> StageResult:
+    """Train on `task` for `cfg.iterations` (resuming a killed run); see the module docstring for the files."""
     out_dir = Path(cfg.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    train_rows, eval_rows = _load_data(cfg)
+    train_rows, eval_rows = _load_data(cfg, task)
     agents = agent_names(cfg.algo)
     pool = AgentPool(cfg, agents)
     start = state.resume(out_dir, pool, cfg.fingerprint())
@@ -236,8 +256,9 @@ def run(cfg: CoryConfig) -> StageResult:
         cfg.engine, cfg.vllm_sync, pool, cfg.model, out_dir / "serving", cfg.seed, cfg.generation_batch_size
     )
     log.info(
-        "%s on %s: %d agent(s), iterations %d..%d, engine %s",
+        "%s on %s with %s: %d agent(s), iterations %d..%d, engine %s",
         cfg.algo.value,
+        task.name,
         cfg.model,
         len(agents),
         start + 1,
@@ -245,15 +266,17 @@ def run(cfg: CoryConfig) -> StageResult:
         type(server).__name__,
     )
     try:
-        initial = _initial_eval(cfg, pool, server, eval_rows, start)
+        initial = _initial_eval(cfg, pool, server, task, eval_rows, start)
         bar = tqdm(total=cfg.iterations, initial=min(start, cfg.iterations), desc=cfg.algo.value, unit="it")
         for iteration in range(start + 1, cfg.iterations + 1):
-            row, samples = run_iteration(cfg, pool, server, train_rows, eval_rows, iteration)
+            row, samples = run_iteration(cfg, pool, server, task, train_rows, eval_rows, iteration)
             state.append_rows(out_dir / state.ITERATIONS, [row])
-            state.append_rows(out_dir / state.SAMPLES, sample_rows(iteration, samples, train_rows, row["questions"]))
+            state.append_rows(
+                out_dir / state.SAMPLES, sample_rows(iteration, samples, task, train_rows, row["questions"])
+            )
             state.save_checkpoint(out_dir, pool, iteration, cfg.fingerprint())
             bar.update(1)
-            bar.set_postfix({f"{a}_pass@1": f"{row[f'eval/{a}/pass_at_1']:.2f}" for a in agents})
+            bar.set_postfix({f"{a}_reward": f"{row[f'eval/{a}/reward']:.2f}" for a in agents})
             _log_row(row, agents, cfg.iterations)
         bar.close()
     finally:
@@ -270,8 +293,8 @@ def run(cfg: CoryConfig) -> StageResult:
 def main() -> None:
     from components.stages.cli import stage_cli
 
-    sections, _ = stage_cli("components.stages.cory")
-    print(json.dumps(run(sections["cory"]).metrics))
+    sections, _ = stage_cli("components.stages.cory", prompt_task_sections)
+    print(json.dumps(run(sections["cory"], make_prompt_task(sections)).metrics))
 
 
 if __name__ == "__main__":

@@ -79,6 +79,12 @@ class Task(ABC):
     def __init__(self, configs: dict[str, Any]) -> None:
         self.configs = configs  # section name -> validated section model
 
+    @classmethod
+    def file_keys(cls) -> tuple[str, ...]:
+        """`file_key` as a tuple: what the orchestration asks of any task it plays (a single-turn
+        task, components/cory/tasks.py, may read several files)."""
+        return (cls.file_key,)
+
     # --- records and split -------------------------------------------------------------------
     @abstractmethod
     def tasks_file(self, split: Split) -> Path:

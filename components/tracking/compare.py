@@ -9,8 +9,9 @@ graded score in [0, 1]), `n` and, when the evaluation computed them, the 95% int
 `<metric>_ci_low` / `<metric>_ci_high`. Runs from before there were tasks carry no `sweetflow.task`
 and no `mean_score`: they read as task `colbench-backend` with mean_score = their `tests_passed`
 (and its bounds). CORY/PPO runs log one eval run per iteration and agent (tag `sweetflow.agent`)
-with success_rate = pass@1 and the task_reward, kl and objective (task reward - eta * KL) columns,
-which appear whenever some run logged them; they are task `gsm8k` whatever else they are tagged.
+with the task_reward, kl and objective (task reward - eta * KL) columns, which appear whenever some
+run logged them, and success_rate = pass@1 on a binary task (GSM8K); their task is their
+`sweetflow.task` tag (`gsm8k` for runs from before CORY played other tasks).
 A SWEET-RL model's row also shows its critic's quality, from the critic-quality stage's nested run
 under the same parent with the same algo and iteration tags (`sweetflow.stage=critic_quality`):
 `critic_heldout_acc` (the trained critic's held-out pair accuracy) and `critic_agreement` (its
@@ -35,7 +36,7 @@ DEFAULT_EXPERIMENT = "sweetflow-pipeline"
 BASE_METRICS = ("success_rate", "mean_score")
 LEGACY_SCORE = "tests_passed"  # ColBench backend's mean_score, under the name older runs logged it with
 DEFAULT_TASK = "colbench-backend"  # the task of eval runs without a `sweetflow.task` tag
-GSM8K_TASK = "gsm8k"  # the task of CORY/PPO eval runs (tagged `sweetflow.agent`)
+GSM8K_TASK = "gsm8k"  # the task of CORY/PPO eval runs logged without a task tag
 # shown when some eval run logged them: CORY/PPO's, and ColBench frontend's similarity under the
 # metric's own name (clip and layout never share a column)
 OPTIONAL_METRICS = ("task_reward", "kl", "objective", "similarity_clip", "similarity_layout")
@@ -100,11 +101,11 @@ def _parents(experiment_id: str, parent_ids: Sequence[str]) -> dict[str, dict[st
 
 
 def task_of(tags: dict[str, str]) -> str:
-    """An eval run's task: `gsm8k` for CORY/PPO's (tagged with an agent), else its `sweetflow.task`
-    tag, else (a run from before there were tasks) `colbench-backend`."""
-    if tags.get(_TAG_COLUMNS["agent"]):
-        return GSM8K_TASK
-    return tags.get(_TAG_COLUMNS["task"]) or DEFAULT_TASK
+    """An eval run's task: its `sweetflow.task` tag, else (a run from before there were tasks)
+    `gsm8k` for CORY/PPO's (tagged with an agent) and `colbench-backend` for the others."""
+    if tags.get(_TAG_COLUMNS["task"]):
+        return tags[_TAG_COLUMNS["task"]]
+    return GSM8K_TASK if tags.get(_TAG_COLUMNS["agent"]) else DEFAULT_TASK
 
 
 def _metric_values(logged: dict[str, float], columns: Sequence[str]) -> dict[str, float]:

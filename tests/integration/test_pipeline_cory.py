@@ -1,6 +1,7 @@
 """CORY and PPO as pipeline algorithms on the smoke profile: real Prefect runs, a real DVC stage in
 a git+DVC project of its own, a real MLflow store; the tiny model with the hf engine on a six-question
-GSM8K. Its answers are noise, so the numbers are plumbing, not learning."""
+GSM8K, and on a few generated review openers. Its answers are noise, so the numbers are plumbing,
+not learning."""
 
 from __future__ import annotations
 
@@ -30,8 +31,8 @@ def overrides(project_dir, tiny_model_dir):
     sets = {
         "cory.model": str(tiny_model_dir),
         "cory.engine": "hf",
-        "cory.train_file": "gsm8k/train.jsonl",
-        "cory.test_file": "gsm8k/test.jsonl",
+        "gsm8k.train_file": "gsm8k/train.jsonl",
+        "gsm8k.test_file": "gsm8k/test.jsonl",
         "cory.max_new_tokens": 5,
         "cory.lr": 0.01,
         "cory.lora": json.dumps({"r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"]}),
@@ -93,9 +94,28 @@ def test_ppo_trains_one_agent_on_the_same_stage(overrides):
     from flows.pipeline_flow import PipelineParams, pipeline_flow
 
     result = pipeline_flow(PipelineParams(algo="ppo", profile="smoke", iterations=1, overrides=overrides))
-    assert Path(result["run_dir"]).name.startswith("ppo-smoke-")
+    assert Path(result["run_dir"]).name.startswith("ppo-gsm8k-smoke-")
     agents = {r.data.tags["sweetflow.agent"] for r in _children(result["mlflow_run_id"], "eval")}
     assert agents == {"agent0"} and "agent1" not in result["summary"]
+
+
+def test_ppo_on_the_reviews_task_generates_its_openers_first(overrides):
+    from components.tracking.compare import eval_runs
+    from flows.pipeline_flow import PipelineParams, pipeline_flow
+
+    cory = [o for o in overrides if not o.startswith("gsm8k.")]  # an override of a task not played is refused
+    sets = [*cory, "reviews.train_openers=8", "reviews.eval_openers=2", "cory.chat_template=false"]
+    result = pipeline_flow(PipelineParams(algo="ppo", profile="smoke", task="reviews", iterations=1, overrides=sets))
+    assert Path(result["run_dir"]).name.startswith("ppo-reviews-smoke-")
+    assert result["iterations"][0]["ran"] == ["reviews_openers", "cory"]
+    assert "pass@1" not in result["summary"] and "agent0 reward" in result["summary"]
+    evals = _children(result["mlflow_run_id"], "eval")
+    assert {r.data.tags["sweetflow.task"] for r in evals} == {"reviews"}
+    assert all("success_rate" not in r.data.metrics and "task_reward" in r.data.metrics for r in evals)
+    assert set(eval_runs(task="reviews")["agent"]) == {"agent0"}
+    sample = json.loads((Path(result["run_dir"]) / "iter-1/cory/samples.jsonl").read_text().splitlines()[0])
+    openers = [json.loads(line)["opener"] for line in Path("data/reviews/openers.jsonl").read_text().splitlines()]
+    assert sample["target"] == "positive sentiment" and sample["prompt"] in openers and len(openers) == 10
 
 
 @pytest.mark.slow  # minutes: CI runs it with `make test-slow`
@@ -114,7 +134,7 @@ def test_a_cory_pipeline_killed_mid_training_resumes_after_its_last_iteration(ov
     proc = subprocess.Popen(cmd, cwd=project_dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     rows_at_kill, deadline = 0, time.monotonic() + 600
     while proc.poll() is None and time.monotonic() < deadline:
-        found = list(project_dir.glob("runs/pipeline/cory-smoke-*/iter-1/cory/iterations.jsonl"))
+        found = list(project_dir.glob("runs/pipeline/cory-gsm8k-smoke-*/iter-1/cory/iterations.jsonl"))
         if found and found[0].read_text().strip():
             proc.send_signal(signal.SIGTERM)
             rows_at_kill = len(found[0].read_text().splitlines())

@@ -147,7 +147,7 @@ def test_params_prints_what_run_would_use_and_fails_like_run():
     )
     assert "--task colbench-backend" in colbench.output.splitlines()[0]
     cory = yaml.safe_load(runner.invoke(app, ["params", "--algo", "cory", "--iterations", "3"]).output)
-    assert sorted(cory) == ["cluster", "cory", "model"] and cory["cory"]["iterations"] == 3
+    assert sorted(cory) == ["cluster", "cory", "gsm8k", "model", "task"] and cory["cory"]["iterations"] == 3
     for bad, message in (
         (["-S", "cory.lr=1"], "do not apply to algo sweet"),
         (["--algo", "nope"], "nope"),

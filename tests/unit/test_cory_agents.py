@@ -5,7 +5,6 @@ equal the adapter."""
 import pytest
 import torch
 
-from components.cory import rollout
 from components.cory.agents import AgentPool, agent_names
 from components.cory.ppo import ppo_update
 from components.cory.rollout import Sample, collate, forward
@@ -13,7 +12,7 @@ from components.cory.serving import InMemoryServer, ReloadServer
 from components.cory.shaping import ScoreMoments, ShapingState
 from components.engines.base import SamplingConfig
 from components.stages import cory as train
-from tests.cory_helpers import parity_reward, tiny_config
+from tests.cory_helpers import tiny_config, tiny_task
 
 
 @pytest.fixture
@@ -87,7 +86,7 @@ def test_training_moves_the_agent_but_not_the_reference_or_the_other_agent(pool,
 def test_role_exchange_keeps_parameters_and_optimizer_state(cfg, tmp_path, monkeypatch):
     cfg = tiny_config(cfg.model, tmp_path, exchange_every=1)
     pool = AgentPool(cfg, agent_names(cfg.algo))
-    monkeypatch.setattr(rollout, "reward", parity_reward)
+    task = tiny_task(tmp_path)
     entries: dict[tuple[int, str], tuple] = {}
     exits: dict[tuple[int, str], tuple] = {}
     optimizers = {name: agent.optimizer for name, agent in pool.agents.items()}
@@ -100,7 +99,9 @@ def test_role_exchange_keeps_parameters_and_optimizer_state(cfg, tmp_path, monke
 
     monkeypatch.setattr(train, "ppo_update", spy)
     server = InMemoryServer(pool, 8)
-    rows = [train.run_iteration(cfg, pool, server, *train._load_data(cfg), iteration)[0] for iteration in (1, 2)]
+    rows = [
+        train.run_iteration(cfg, pool, server, task, *train._load_data(cfg, task), iteration)[0] for iteration in (1, 2)
+    ]
     assert rows[0]["roles"] == {"pioneer": "agent0", "observer": "agent1"}
     assert rows[1]["roles"] == {"pioneer": "agent1", "observer": "agent0"} and rows[1]["exchanged"]
     for name in ("agent0", "agent1"):

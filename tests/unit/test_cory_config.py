@@ -6,6 +6,7 @@ from pydantic import ValidationError
 
 from components.config.cory import CoryAlgo, CoryConfig, ScoreScaling, Shaping
 from components.cory.agents import roles_at
+from components.cory.registry import prompt_task_sections
 from components.stages.cli import stage_cli
 
 
@@ -27,7 +28,6 @@ def test_ppo_trains_its_one_agent_on_twice_the_answers():
     [
         ({"questions_per_iteration": 4, "minibatch_size": 8}, "exceeds"),
         ({"questions_per_iteration": 6, "minibatch_size": 4}, "must divide"),
-        ({"train_file": "data/x.jsonl", "test_file": "data/x.jsonl"}, "same file"),
         ({"temperature": 0.0}, "greater than 0"),
         ({"algo": "grpo"}, "cory"),
         ({"engine": "openai"}, "auto"),
@@ -50,13 +50,17 @@ def test_contradictions_and_bad_values_are_rejected(values, message):
 
 def test_stage_cli_validates_the_stage_sections_of_the_params_file(tmp_path, monkeypatch):
     params = tmp_path / "params.yaml"
-    params.write_text(yaml.safe_dump({"cory": {"algo": "ppo", "iterations": 3}}))
+    params.write_text(yaml.safe_dump({"task": {"name": "reviews"}, "cory": {"algo": "ppo", "iterations": 3}}))
     monkeypatch.setenv("SWEETFLOW_PARAMS", str(params))
     monkeypatch.setattr("sys.argv", ["cory"])
-    assert stage_cli("components.stages.cory")[0]["cory"].iterations == 3
-    params.write_text(yaml.safe_dump({"cory": {"minibatch_size": 64}}))
+    sections = stage_cli("components.stages.cory", prompt_task_sections)[0]
+    assert sections["cory"].iterations == 3 and set(sections) == {"cory", "task", "reviews"}
+    params.write_text(yaml.safe_dump({"cory": {"minibatch_size": 64}}))  # task.name: colbench-backend -> gsm8k
     with pytest.raises(SystemExit, match="minibatch_size"):
-        stage_cli("components.stages.cory")
+        stage_cli("components.stages.cory", prompt_task_sections)
+    params.write_text(yaml.safe_dump({"task": {"name": "gsm8k"}, "gsm8k": {"train_file": "a", "test_file": "a"}}))
+    with pytest.raises(SystemExit, match="same file"):
+        stage_cli("components.stages.cory", prompt_task_sections)
 
 
 def test_fingerprint_ignores_only_the_iteration_count_places_and_the_other_algorithms_lr():

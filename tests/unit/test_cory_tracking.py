@@ -2,7 +2,7 @@
 
 import json
 
-from flows.cory_tracking import eval_points, render_samples
+from flows.cory_tracking import eval_metrics, eval_points, render_samples
 
 
 def _write(out, rows, initial=None):
@@ -53,18 +53,24 @@ def test_a_run_killed_before_its_first_iteration_has_only_the_base_point(tmp_pat
     assert [(i, a) for i, a, _ in eval_points(tmp_path, n=2)] == [(0, "agent0")]
 
 
-def test_samples_render_question_gold_and_each_role_answer(tmp_path):
+def test_samples_render_prompt_target_and_each_role_answer_with_its_reward(tmp_path):
     sample = {
         "iteration": 3,
         "question": 0,
         "role": "observer",
         "agent": "agent1",
         "prompt": "2+2?",
-        "gold": "4",
+        "target": "4",
         "answer": "It is 4",
-        "correct": True,
+        "reward": 1.0,
         "task_reward": 1.0,
     }
     (tmp_path / "samples.jsonl").write_text(json.dumps(sample) + "\n")
     text = render_samples(tmp_path / "samples.jsonl")
-    assert "iteration 3, question 0: observer (agent1), correct" in text and "It is 4" in text and "**Gold.** 4" in text
+    assert "iteration 3, question 0: observer (agent1), reward 1" in text and "It is 4" in text
+    assert "**Prompt.** 2+2?" in text and "**Target.** 4" in text
+
+
+def test_a_task_without_pass_at_1_logs_no_success_rate(tmp_path):
+    values = {"reward": 0.3, "kl": 0.5, "objective": 0.295}
+    assert eval_metrics(values, 4) == {"task_reward": 0.3, "kl": 0.5, "objective": 0.295, "n": 4.0}

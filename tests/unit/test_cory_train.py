@@ -7,15 +7,15 @@ import json
 import pytest
 import torch
 
-from components.cory import rollout, state
+from components.cory import state
+from components.cory.gsm8k import GSM8KTask
 from components.stages import cory as cory_train
-from components.stages.cory import run
-from tests.cory_helpers import parity_reward, tiny_config
+from tests.cory_helpers import tiny_config, tiny_task
 
 
-@pytest.fixture(autouse=True)
-def rewarded(monkeypatch):
-    monkeypatch.setattr(rollout, "reward", parity_reward)
+def run(cfg, task=None):
+    """The stage on the parity-rewarded tiny GSM8K beside cfg.out_dir (unless another task is given)."""
+    return cory_train.run(cfg, task or tiny_task(cfg.out_dir.parent))
 
 
 def rows_of(out_dir):
@@ -154,3 +154,30 @@ def test_a_resumed_trl_run_continues_as_an_uninterrupted_one(tiny_model_dir, tmp
         sa, sb = (checkpoint_of(c)["agents"][agent]["shaping"] for c in (straight, resumed))
         assert sb["kl_coef"] == pytest.approx(sa["kl_coef"]) and sb["moments"] == pytest.approx(sa["moments"])
         assert sa["kl_coef"] == pytest.approx(0.4 * 0.96 * 1.04)  # KL 0 (< target) then above it; n 2, horizon 10
+
+
+class ZeroTask(GSM8KTask):
+    """Every answer scores 0: the task gives PPO nothing to follow."""
+
+    def rewards(self, rows, answers):
+        return [0.0] * len(answers)
+
+
+@pytest.mark.parametrize("algo", ["ppo", "cory"])
+def test_equal_rewards_give_a_zero_update_and_the_no_signal_flag(tiny_model_dir, tmp_path, caplog, algo):
+    cfg = tiny_config(tiny_model_dir, tmp_path, algo=algo)
+    with caplog.at_level("WARNING"):
+        metrics = run(cfg, tiny_task(tmp_path, ZeroTask)).metrics
+    [row] = rows_of(cfg.out_dir)
+    assert row["no_signal"] and metrics["no_signal_iterations"] == 1.0
+    assert "no signal" in caplog.text and "--task reviews" in caplog.text
+    adapters = torch.load(cfg.out_dir / state.CHECKPOINT, weights_only=False)["agents"]
+    for agent, saved in adapters.items():
+        assert row[f"train/{agent}/grad_norm"] == 0.0
+        assert all(v.abs().sum() == 0 for k, v in saved["adapter"].items() if "lora_B" in k)  # B stays at zero
+    assert row[f"eval/{agent}/kl"] == 0.0
+
+
+def test_a_rewarded_iteration_is_not_flagged(tiny_model_dir, tmp_path):
+    cfg = tiny_config(tiny_model_dir, tmp_path, algo="ppo")
+    assert run(cfg).metrics["no_signal_iterations"] == 0.0 and not rows_of(cfg.out_dir)[0]["no_signal"]

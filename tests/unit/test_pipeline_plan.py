@@ -26,8 +26,12 @@ def test_the_run_folder_names_the_run_and_hashes_its_parameters(plan, tmp_path):
     assert "elicitation" not in plan.doc  # a run holds only the sections of the task it plays
     with pytest.raises(ConfigError, match="unknown task 'chess'"):
         pp.plan_run("sweet", "smoke", task="chess")
-    with pytest.raises(ConfigError, match="--task does not apply to algo cory"):
+    with pytest.raises(
+        ConfigError, match="algo cory plays a single-turn task .*not the collaborative task elicitation"
+    ):
         pp.plan_run("cory", "smoke", task="elicitation")
+    with pytest.raises(ConfigError, match="task reviews is a single-turn task, for --algo cory or ppo"):
+        pp.plan_run("sweet", "smoke", task="reviews")
     assert pp.plan_run("mtdpo", "smoke", ["rollouts.per_task=3"]).doc["actor"]["algo"] == "mtdpo"
     with pytest.raises(ConfigError, match="unknown algo 'ppo2'"):
         pp.plan_run("ppo2")
@@ -114,8 +118,11 @@ def cory_plan(plan):
 
 
 def test_a_cory_run_holds_only_its_sections_and_one_stage_that_iterates_itself(cory_plan):
-    assert cory_plan.run_dir.name.startswith("cory-smoke-") and cory_plan.gsm8k
-    assert sorted(cory_plan.doc) == ["cluster", "cory", "model"] and cory_plan.doc["cory"]["algo"] == "cory"
+    assert cory_plan.run_dir.name.startswith("cory-gsm8k-smoke-") and cory_plan.single_turn
+    assert sorted(cory_plan.doc) == ["cluster", "cory", "gsm8k", "model", "task"]
+    assert (
+        cory_plan.doc["cory"]["algo"] == "cory" and cory_plan.task == "gsm8k"
+    )  # the smoke profile's task is elicitation
     assert cory_plan.iterations(7) == [1] and cory_plan.stages(1) == ("cory",)
     assert cory_plan.trained_actor(1) == cory_plan.run_dir / "iter-1" / "cory" / "adapters"
     assert pp.plan_run("ppo", "smoke").doc["cory"]["algo"] == "ppo"
@@ -144,11 +151,25 @@ def test_the_cory_stage_writes_under_its_iteration_and_depends_on_the_start_mode
     it = cory_plan.run_dir / "iter-1"
     cory = stages["cory"]
     assert cory["cmd"] == f"SWEETFLOW_PARAMS={it}/params.yaml python -m components.stages.cory"
-    assert cory["params"] == [{f"{it}/params.yaml": ["cory"]}]
+    assert cory["params"] == [{f"{it}/params.yaml": ["cory", "task", "gsm8k"]}]
     assert str(model) in cory["deps"] and "data/gsm8k/train.jsonl" in cory["deps"]
     assert f"{it}/cory/adapters" in cory["outs"] and {f"{it}/cory/checkpoint": {"persist": True}} in cory["outs"]
     saved = yaml.safe_load((tmp_path / it / "params.yaml").read_text())
     assert saved["cory"]["out_dir"] == str(it / "cory") and saved["cory"]["model"] == str(model)
+
+
+def test_a_reviews_run_generates_its_openers_before_the_cory_stage_reads_them(tmp_path):
+    plan = pp.plan_run("ppo", "smoke", task="reviews")
+    assert plan.run_dir.name.startswith("ppo-reviews-smoke-") and plan.stages(1) == ("reviews_openers", "cory")
+    assert sorted(plan.doc) == ["cluster", "cory", "model", "reviews", "task"]
+    stages = yaml.safe_load((tmp_path / pp.write_iteration(plan, 1, "models/x", project=tmp_path)).read_text())[
+        "stages"
+    ]
+    assert stages["reviews_openers"]["outs"] == ["data/reviews/openers.jsonl"]
+    assert "data/reviews/openers.jsonl" in stages["cory"]["deps"]
+    assert stages["cory"]["params"] == [{f"{plan.run_dir}/iter-1/params.yaml": ["cory", "task", "reviews"]}]
+    with pytest.raises(ConfigError, match="reviews.reward=valence do not apply to algo ppo"):
+        pp.plan_run("ppo", "smoke", ["reviews.reward=valence"])  # the run plays gsm8k
 
 
 def test_baselines_train_on_the_same_rollouts_in_folders_of_their_own(plan):
