@@ -476,7 +476,8 @@ def compare(
     ),
 ) -> None:
     """Table (and PNG plot) of evaluated iterations per pipeline run, one block per task: algo,
-    success rate, mean score with 95% intervals (tasks' numbers never share a column)."""
+    success rate, mean score with 95% intervals (tasks' numbers never share a column); for CORY/PPO
+    runs, their reward and KL pooled over seeds and the reward-KL frontier (frontier-<task>.png)."""
     from components.tracking import store as tracking
     from components.tracking.compare import (
         DEFAULT_EXPERIMENT,
@@ -505,6 +506,17 @@ def compare(
         return
     typer.echo(format_table(df))
     typer.echo(f"\nplot: {plot(df, out / 'compare.png')}")
+    _frontiers(df, out)
+
+
+def _frontiers(df, out: Path) -> None:
+    """For each task CORY/PPO runs played: their curves pooled over seeds and the reward-KL frontier."""
+    from components.tracking.frontier import format_pooled, frontier_plot, pooled
+
+    for task, rows in df[df["agent"].notna()].groupby("task", sort=True):
+        typer.echo(f"\n{task}: CORY/PPO agents alone on held-out prompts, pooled over seeds (mean [95% t-interval])")
+        typer.echo(format_pooled(pooled(rows)))
+        typer.echo(f"frontier plot: {frontier_plot(rows, out / f'frontier-{task}.png')}")
 
 
 # the service commands (ui, serve) and `render` live in their own modules and register themselves on `app`

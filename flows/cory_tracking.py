@@ -23,42 +23,55 @@ from components.cory.state import INITIAL_EVAL, ITERATIONS, SAMPLES, read_rows
 from flows.played import played_class
 from flows.tracking import log_nested_run
 
+SAMPLED = ("sampled_reward", "sampled_kl", "sampled_objective", "entropy", "distinct_1", "distinct_2")
+
 
 def eval_metrics(values: dict[str, float], n: int) -> dict[str, float]:
     """An agent's evaluation under the names `sweetflow compare` reads (success_rate is pass@1, on a
-    binary task only)."""
+    binary task only), with the sampled answers' reward, KL and collapse indicators when measured."""
     binary = {"success_rate": values["pass_at_1"], "pass_at_1": values["pass_at_1"]} if "pass_at_1" in values else {}
-    return binary | {
-        "task_reward": values["reward"],
-        "kl": values["kl"],
-        "objective": values["objective"],
-        "n": float(n),
-    }
+    return (
+        binary
+        | {"task_reward": values["reward"], "kl": values["kl"], "objective": values["objective"], "n": float(n)}
+        | {k: values[k] for k in SAMPLED if k in values}
+    )
 
 
 def agents_of(rows: list[dict[str, Any]]) -> list[str]:
     return sorted({key.split("/")[1] for key in rows[0] if key.startswith("eval/")}) if rows else []
 
 
-def eval_points(out_dir: Path, n: int) -> list[tuple[int, str, dict[str, float]]]:
-    """(iteration, agent, metrics) of every evaluation: the base model as iteration 0, then each row."""
+def raw_points(out_dir: Path) -> list[tuple[int, str, dict[str, float]]]:
+    """(iteration, agent, the stage's evaluation numbers) of every evaluation: the base model as
+    iteration 0 (for every agent: each starts there), then each iteration row."""
     rows = read_rows(out_dir / ITERATIONS)
     agents = agents_of(rows) or ["agent0"]
     points = []
     initial = out_dir / INITIAL_EVAL
     if initial.exists():
         base = json.loads(initial.read_text())
-        points += [(0, agent, eval_metrics(base, n)) for agent in agents]
+        points += [(0, agent, base) for agent in agents]
     for row in rows:
         points += [
-            (
-                row["iteration"],
-                agent,
-                eval_metrics({k.split("/")[2]: v for k, v in row.items() if k.startswith(f"eval/{agent}/")}, n),
-            )
+            (row["iteration"], agent, {k.split("/")[2]: v for k, v in row.items() if k.startswith(f"eval/{agent}/")})
             for agent in agents
         ]
     return points
+
+
+def eval_points(out_dir: Path, n: int) -> list[tuple[int, str, dict[str, float]]]:
+    """(iteration, agent, metrics under the names `sweetflow compare` reads) of every evaluation."""
+    return [(k, agent, eval_metrics(values, n)) for k, agent, values in raw_points(out_dir)]
+
+
+def summary_entries(out_dir: Path) -> list[dict[str, Any]]:
+    """One entry per evaluated iteration, in order (k 0: the base model), its `metrics` holding
+    `<agent>/<name>` for every agent evaluated alone (reward, kl, objective, sampled_reward,
+    sampled_kl, entropy, distinct_2, ...): the run's summary.json."""
+    by_k: dict[int, dict[str, float]] = {}
+    for k, agent, values in raw_points(out_dir):
+        by_k.setdefault(k, {}).update({f"{agent}/{name}": v for name, v in values.items()})
+    return [{"k": k, "metrics": metrics} for k, metrics in sorted(by_k.items())]
 
 
 def render_samples(path: Path) -> str:

@@ -22,6 +22,7 @@ sample dialogues. After each evaluation the actor goes through the registry gate
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,10 +35,13 @@ from components.stages.catalogue import STAGES, Kind, training_stages
 from components.tracking import store as tracking
 from components.tracking.compare import DEFAULT_EXPERIMENT, eval_runs, plot
 from components.tracking.critic_report import critic_quality_table
+from components.tracking.frontier import frontier_plot
 from flows import inputs
 from flows.baselines import BASELINES
 from flows.cluster import cluster_config, moved_to_cluster, run_step
+from flows.cory_tracking import summary_entries
 from flows.plan import (
+    CORY,
     QUALITY,
     ROLLOUTS,
     SINGLE_TURN_ALGOS,
@@ -219,23 +223,29 @@ def log_progress(plan: RunPlan, parent: str, iterations: list[Iteration]) -> Non
         client.log_artifact(parent, str(plot(df, plan.run_dir / "iterations.png")), "plots")
 
 
+def run_frontier(plan: RunPlan, parent: str) -> Path:
+    """The run's agents' reward and KL by iteration and their reward-KL frontier (run folder PNG)."""
+    df = eval_runs(DEFAULT_EXPERIMENT)
+    return frontier_plot(df[df["parent_run_id"] == parent], plan.run_dir / "frontier.png")
+
+
 def cory_score(m: dict[str, float]) -> str:
-    """A CORY/PPO stage's final evaluation per agent, from its metrics.json (pass@1 on a binary task)."""
-    agents = sorted(
-        k[len("final_") : -len("_reward")]
-        for k in m
-        if k.endswith("_reward") and k.startswith("final_") and k != "final_mean_reward" and "_train_" not in k
-    )
-    parts = [
-        (f"{a} pass@1 {m[f'final_{a}_pass_at_1']:.3f}, " if f"final_{a}_pass_at_1" in m else f"{a} ")
-        + f"reward {m[f'final_{a}_reward']:.3f}, kl {m[f'final_{a}_kl']:.4f}, objective {m[f'final_{a}_objective']:.3f}"
-        for a in agents
-    ]
+    """A CORY/PPO stage's final evaluation per agent, from its metrics.json (pass@1 on a binary task;
+    the sampled answers' reward and KL when measured)."""
+    agents = sorted({match.group(1) for k in m if (match := re.fullmatch(r"final_(agent\d+)_reward", k))})
+
+    def one(a: str) -> str:
+        text = f"{a} " + (f"pass@1 {m[f'final_{a}_pass_at_1']:.3f}, " if f"final_{a}_pass_at_1" in m else "")
+        text += f"reward {m[f'final_{a}_reward']:.3f}, kl {m[f'final_{a}_kl']:.4f}"
+        if f"final_{a}_sampled_reward" in m:
+            text += f" (sampled: reward {m[f'final_{a}_sampled_reward']:.3f}, kl {m[f'final_{a}_sampled_kl']:.3f})"
+        return text
+
     silent = int(m.get("no_signal_iterations", 0))
     note = f" ({silent} without reward signal: every answer scored the same)" if silent else ""
     return (
         f"{int(m['iterations'])} PPO iterations{note} from reward {m.get('initial_reward', float('nan')):.3f}: "
-        + "; ".join(parts)
+        + "; ".join(one(a) for a in agents)
     )
 
 
@@ -353,7 +363,11 @@ def pipeline_flow(params: PipelineParams = PipelineParams()) -> dict:
                 }
             log_progress(plan, run.info.run_id, iterations)
         table = summary_table(plan, iterations)
-        (plan.run_dir / "summary.json").write_text(json.dumps([asdict(it) for it in iterations], indent=2) + "\n")
+        summary = [asdict(it) for it in iterations]
+        if plan.single_turn:  # one entry per evaluated iteration of the stage, the base model first
+            summary = summary_entries(plan.iteration_dir(1) / CORY)
+            mlflow.log_artifact(str(run_frontier(plan, run.info.run_id)), "plots")
+        (plan.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         mlflow.log_artifact(str(plan.run_dir / "summary.json"))
         if not plan.single_turn:
             results = results_table(plan, iterations)

@@ -21,6 +21,13 @@ seeds), so per iteration it generates as many answers as CORY's pioneer + observ
 trains its one agent on 2 x questions_per_iteration answers, on the same questions. The authors'
 IMDB code instead gives each PPO trainer the same batch (256 queries, one answer each, in both
 imdb_train/ppo.py and imdb_train/cory.py), so there CORY generates twice PPO's answers.
+Equal optimizer steps: PPO's minibatches hold twice minibatch_size answers
+(`agent_minibatch_size`), so its one agent takes as many optimizer steps per iteration as each
+CORY agent (ppo_epochs x questions_per_iteration / minibatch_size); with equal minibatches it took
+twice as many, which alone would let it drift further from pi_0 than a CORY agent. Reward scale:
+a CORY agent trains on the collective r(q,a1) + r(q,a2), twice the range of PPO's r(q,a) (VADER
+compound: [-2, 2] against [-1, 1]) at the same eta, as in the paper; `shaping: trl` normalises
+the scores of both.
 
 Reward shaping (`shaping`, components.cory.shaping): `paper` (the default) is what the paper
 describes, a per-token penalty -eta * KL with a FIXED eta and the sampled-token estimator
@@ -122,6 +129,12 @@ class CoryConfig(_Section):
         "sampling; log-probs are always the model's own, temperature 1)",
     )
     eval_temperature: float = Field(0.0, ge=0.0, le=5.0, description="evaluation temperature (0 = greedy)")
+    eval_samples: int = Field(
+        4,
+        ge=0,
+        description="answers per held-out prompt also sampled at temperature 1 for the paper's reward and KL "
+        "(sampled_reward, sampled_kl) and the collapse indicators; 0: none",
+    )
     chat_template: bool = Field(
         True,
         description="wrap each prompt as one user message in the model's chat "
@@ -152,8 +165,9 @@ class CoryConfig(_Section):
     minibatch_size: int = Field(
         4,
         ge=1,
-        description="samples per optimizer step; must divide an agent's "
-        "samples per iteration (questions_per_iteration, x2 for ppo)",
+        description="samples per optimizer step of a CORY agent; must divide questions_per_iteration. PPO's one "
+        "agent, trained on twice the answers, steps on twice as many, so that it takes as many optimizer steps "
+        "as each CORY agent (agent_minibatch_size)",
     )
     clip: float = Field(0.2, gt=0.0, lt=1.0, description="policy ratio clip epsilon (paper: 0.2)")
     value_clip: float = Field(0.2, gt=0.0, description="value clip range around the rollout values (0.2)")
@@ -192,18 +206,24 @@ class CoryConfig(_Section):
         """Answers each agent is trained on per iteration."""
         return self.questions_per_iteration * (2 if self.algo == CoryAlgo.ppo else 1)
 
+    @property
+    def agent_minibatch_size(self) -> int:
+        """Samples per optimizer step of one agent: minibatch_size, doubled for PPO, so that PPO and each
+        CORY agent take the same number of optimizer steps per iteration on the same generated answers."""
+        return self.minibatch_size * (2 if self.algo == CoryAlgo.ppo else 1)
+
     @model_validator(mode="after")
     def _consistent(self) -> CoryConfig:
         n = self.samples_per_agent
-        if self.minibatch_size > n:
+        if self.minibatch_size > self.questions_per_iteration:
             raise ValueError(
-                f"minibatch_size ({self.minibatch_size}) exceeds an agent's samples per iteration "
-                f"({n} = questions_per_iteration{' x 2 for ppo' if self.algo == CoryAlgo.ppo else ''})"
+                f"minibatch_size ({self.minibatch_size}) exceeds questions_per_iteration "
+                f"({self.questions_per_iteration})"
             )
-        if n % self.minibatch_size:
+        if self.questions_per_iteration % self.minibatch_size:
             raise ValueError(
-                f"minibatch_size ({self.minibatch_size}) must divide an agent's samples per "
-                f"iteration ({n}), so that every optimizer step sees a full minibatch"
+                f"minibatch_size ({self.minibatch_size}) must divide questions_per_iteration "
+                f"({self.questions_per_iteration}), so that every optimizer step sees a full minibatch"
             )
         if self.shaping == Shaping.trl and self.trl.score_scaling != ScoreScaling.none and n < 2:
             raise ValueError(

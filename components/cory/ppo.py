@@ -83,8 +83,8 @@ def ppo_update(
         for epoch in range(cfg.ppo_epochs):
             order = list(range(len(samples)))
             random.Random(derive_seed(cfg.seed, "minibatches", iteration, agent, epoch)).shuffle(order)
-            for start in range(0, len(order), cfg.minibatch_size):
-                index = torch.tensor(order[start : start + cfg.minibatch_size], device=pool.device)
+            for start in range(0, len(order), cfg.agent_minibatch_size):
+                index = torch.tensor(order[start : start + cfg.agent_minibatch_size], device=pool.device)
                 mb_old = {k: v[index] for k, v in old.items()}
                 steps.append(_step(pool, agent, batch.rows(index), mb_old, cfg))
     finally:

@@ -31,6 +31,7 @@ from typing import Any
 import torch
 
 from components.cory.agents import OBSERVER, PIONEER, POLICY, AgentPool
+from components.cory.collapse import token_entropy
 from components.cory.ppo_losses import full_kl
 from components.cory.tasks import PromptTask
 from components.engines.base import Engine, Generation, SamplingConfig
@@ -231,22 +232,35 @@ def score(pool: AgentPool, agent: str, batch: PolicyBatch, chunk: int) -> Scored
     return Scored(*(torch.cat(cols) for cols in zip(*parts)))
 
 
+@dataclass
+class Divergence:
+    """An agent's view of answers beside the reference pi_0's, each (B, R) and 0 on padding."""
+
+    sampled: torch.Tensor  # log pi(a_t) - log pi_0(a_t) of the answer tokens (the estimator training uses)
+    exact: torch.Tensor  # KL(pi(.|s_t) || pi_0(.|s_t)) over the whole vocabulary at each answer position
+    entropy: torch.Tensor  # H(pi(.|s_t)) at each answer position (components/cory/collapse.py)
+
+
 @torch.no_grad()
-def kl_to_reference(pool: AgentPool, agent: str, batch: PolicyBatch, chunk: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(sampled, exact), each (B, R) and 0 on padding, from one policy and one reference pass:
-    sampled = log pi(a_t) - log pi_0(a_t) of the response tokens (the estimator training uses);
-    exact = KL(pi(.|s_t) || pi_0(.|s_t)) over the whole vocabulary at each response position.
-    Summed over an answer, `exact` is the KL along that answer's states, >= 0 even for greedy
-    answers, on which the sampled estimator is biased and can be negative."""
+def kl_to_reference(pool: AgentPool, agent: str, batch: PolicyBatch, chunk: int) -> Divergence:
+    """One policy and one reference pass over `batch`. Summed over an answer, `exact` is the KL along
+    that answer's states, >= 0 even for greedy answers; `sampled` is an unbiased estimate of the
+    sequence KL only for answers sampled at temperature 1 (biased, possibly negative, on greedy ones)."""
     pool.activate(agent)
-    sampled, exact = [], []
+    parts: list[tuple[torch.Tensor, ...]] = []
     for start in range(0, batch.input_ids.shape[0], chunk):
         rows = batch.rows(slice(start, start + chunk))
         logits, _ = response_logits(pool.model, None, rows)
         with pool.reference():
             ref_logits, _ = response_logits(pool.model, None, rows)
         token = token_logprobs(logits, rows.response_ids) - token_logprobs(ref_logits, rows.response_ids)
+        zero = torch.zeros_like(token)
         full = full_kl(logits, ref_logits)
-        sampled.append(torch.where(rows.mask, token, torch.zeros_like(token)))
-        exact.append(torch.where(rows.mask, full, torch.zeros_like(full)))
-    return torch.cat(sampled), torch.cat(exact)
+        parts.append(
+            (
+                torch.where(rows.mask, token, zero),
+                torch.where(rows.mask, full, zero),
+                token_entropy(logits, rows.mask),
+            )
+        )
+    return Divergence(*(torch.cat(cols) for cols in zip(*parts)))

@@ -10,10 +10,12 @@ files and the base model. Writes to `cory.out_dir`:
   kl_coef, nonscore_reward, score (the task reward after shaping), score_running_mean/std, lr (the
   learning rate in use: cory.lr or cory.ppo_lr), policy_loss, value_loss, clipfrac,
   value_clipfrac, approx_kl, grad_norm, response_tokens, ...), correctness per role (`train/<role>/correct`),
-  per-agent evaluation (`eval/<agent>/reward|kl|kl_sampled|objective|response_tokens|tokens`, and
-  pass_at_1 on a binary task), `no_signal` (every answer of the iteration got the same reward, so
-  the task gave the update nothing to follow: logged as a warning that names the way out), tokens
-  generated and seconds (total, rollout, update, eval);
+  per-agent evaluation (components/cory/evaluation.py: `eval/<agent>/reward|kl|objective` on
+  greedy answers, pass_at_1 on a binary task, `sampled_reward|sampled_kl|sampled_objective|entropy|
+  distinct_1|distinct_2` on answers sampled at temperature 1, response_tokens, tokens),
+  `no_signal` (every answer of the iteration got the same reward, so the task gave the update
+  nothing to follow: logged as a warning that names the way out), tokens generated and seconds
+  (total, rollout, update, eval);
 - `samples.jsonl`: the first questions' answers of each iteration (prompt, target, answer, reward);
 - `checkpoint/state.pt` (components.cory.state): resumable after every iteration;
 - `metrics.json`: flat final / best numbers; `adapters/<agent>/` (each PEFT adapter) and, with
@@ -59,7 +61,7 @@ from components.stages.result import StageResult
 log = logging.getLogger(__name__)
 SAMPLERS = {CoryAlgo.cory: cory_samples, CoryAlgo.ppo: ppo_samples}
 SAMPLE_QUESTIONS = 2  # questions per iteration whose answers go to samples.jsonl
-EVAL_KEYS = ("pass_at_1", "reward", "kl", "objective")  # pass_at_1 on binary tasks only
+EVAL_KEYS = ("pass_at_1", "reward", "kl", "objective", "sampled_reward", "sampled_kl", "entropy", "distinct_2")
 NO_SIGNAL = (
     "iteration %d: every answer got the same reward (%.3f), so the update follows the KL penalty alone "
     "(exactly zero while the agents equal the base model): the task gives this model no signal. Use a "
@@ -90,11 +92,12 @@ def evaluate_all(
             task,
             rows,
             sampling=sampling,
+            samples=cfg.eval_samples,
             chat_template=cfg.chat_template,
             eta=cfg.eta,
             seed=cfg.seed,
             chunk=cfg.minibatch_size,
-        )[0]
+        )
         for agent in agents
     }
 

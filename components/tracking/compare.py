@@ -39,7 +39,17 @@ DEFAULT_TASK = "colbench-backend"  # the task of eval runs without a `sweetflow.
 GSM8K_TASK = "gsm8k"  # the task of CORY/PPO eval runs logged without a task tag
 # shown when some eval run logged them: CORY/PPO's, and ColBench frontend's similarity under the
 # metric's own name (clip and layout never share a column)
-OPTIONAL_METRICS = ("task_reward", "kl", "objective", "similarity_clip", "similarity_layout")
+OPTIONAL_METRICS = (
+    "task_reward",
+    "kl",
+    "objective",
+    "sampled_reward",  # CORY/PPO: on answers sampled at temperature 1 (components/cory/evaluation.py)
+    "sampled_kl",
+    "entropy",
+    "distinct_2",
+    "similarity_clip",
+    "similarity_layout",
+)
 CI_BOUNDS = ("ci_low", "ci_high")
 _EVAL_FILTER = "tags.`sweetflow.kind` = 'eval'"
 _CRITIC_FILTER = "tags.`sweetflow.stage` = 'critic_quality'"

@@ -61,6 +61,13 @@ def test_cory_runs_as_one_tracked_stage_and_a_longer_run_resumes_it(overrides):
     assert (out / "adapters" / "agent1" / "adapter_config.json").exists()
     assert "agent0 pass@1" in first["summary"] and "agent1 pass@1" in first["summary"]
     assert first["iterations"][0]["actor"] == str(out / "adapters")
+    assert (run_dir / "frontier.png").stat().st_size > 10_000
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert [e["k"] for e in summary] == [0, 1, 2]  # the base model, then every iteration
+    for agent in ("agent0", "agent1"):
+        assert {f"{agent}/reward", f"{agent}/kl", f"{agent}/sampled_kl", f"{agent}/entropy"} <= set(
+            summary[-1]["metrics"]
+        )
 
     [stage] = _children(first["mlflow_run_id"], "stage")
     assert stage.data.params["cory.algo"] == "cory" and stage.data.metrics["iterations"] == 2

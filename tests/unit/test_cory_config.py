@@ -17,10 +17,13 @@ def test_defaults_are_valid_and_paper_values_where_cheap():
     assert cfg.samples_per_agent == cfg.questions_per_iteration
 
 
-def test_ppo_trains_its_one_agent_on_twice_the_answers():
-    assert CoryConfig(algo="ppo", questions_per_iteration=2, minibatch_size=4).samples_per_agent == 4
-    with pytest.raises(ValidationError, match="exceeds"):
-        CoryConfig(algo="cory", questions_per_iteration=2, minibatch_size=4)
+def test_ppo_trains_its_one_agent_on_twice_the_answers_in_as_many_steps_as_a_cory_agent():
+    ppo, cory = (CoryConfig(algo=a, questions_per_iteration=4, minibatch_size=2) for a in ("ppo", "cory"))
+    assert (ppo.samples_per_agent, ppo.agent_minibatch_size) == (8, 4)
+    assert (cory.samples_per_agent, cory.agent_minibatch_size) == (4, 2)
+    for algo in ("ppo", "cory"):
+        with pytest.raises(ValidationError, match="exceeds questions_per_iteration"):
+            CoryConfig(algo=algo, questions_per_iteration=2, minibatch_size=4)
 
 
 @pytest.mark.parametrize(
@@ -77,7 +80,7 @@ def test_fingerprint_ignores_only_the_iteration_count_places_and_the_other_algor
 def test_each_algorithm_trains_at_its_own_learning_rate():
     assert CoryConfig(lr=1e-4, ppo_lr=1e-5).learning_rate == 1e-4
     assert (
-        CoryConfig(algo="ppo", questions_per_iteration=2, minibatch_size=4, lr=1e-4, ppo_lr=1e-5).learning_rate == 1e-5
+        CoryConfig(algo="ppo", questions_per_iteration=2, minibatch_size=2, lr=1e-4, ppo_lr=1e-5).learning_rate == 1e-5
     )
 
 

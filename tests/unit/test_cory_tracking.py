@@ -2,7 +2,7 @@
 
 import json
 
-from flows.cory_tracking import eval_metrics, eval_points, render_samples
+from flows.cory_tracking import eval_metrics, eval_points, render_samples, summary_entries
 
 
 def _write(out, rows, initial=None):
@@ -46,6 +46,15 @@ def test_every_agent_gets_the_base_model_as_iteration_0_then_one_point_per_itera
         "n": 8.0,
     }
     assert points[4][2]["success_rate"] == 0.5 and points[5][2]["kl"] == 4
+
+
+def test_the_summary_has_one_entry_per_evaluated_iteration_with_every_agents_reward_and_kl(tmp_path):
+    rows = [{"iteration": i, **_evals("agent0", 0.25 * i, i), **_evals("agent1", 0.5, 2 * i)} for i in (1, 2)]
+    _write(tmp_path, rows, initial={"reward": 0.1, "kl": 0.0, "objective": 0.1, "sampled_kl": 0.0})
+    entries = summary_entries(tmp_path)
+    assert [e["k"] for e in entries] == [0, 1, 2]
+    assert entries[0]["metrics"]["agent1/reward"] == 0.1 and entries[0]["metrics"]["agent0/sampled_kl"] == 0.0
+    assert entries[2]["metrics"]["agent0/reward"] == 0.5 and entries[2]["metrics"]["agent1/kl"] == 4
 
 
 def test_a_run_killed_before_its_first_iteration_has_only_the_base_point(tmp_path):

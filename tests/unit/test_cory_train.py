@@ -38,10 +38,15 @@ def test_one_ppo_iteration_moves_the_policy_and_writes_the_files(tiny_model_dir,
         assert (out / name).exists(), name
     [row] = rows_of(out)
     assert row["iteration"] == 1 and row["roles"] == {"policy": "agent0"}
-    assert row["tokens_generated"] > 0 and row["train/agent0/optimizer_steps"] == cfg.ppo_epochs * 2
+    assert (
+        row["tokens_generated"] > 0 and row["train/agent0/optimizer_steps"] == cfg.ppo_epochs
+    )  # as many as a CORY agent
     assert row["train/agent0/grad_norm"] > 0 and row["train/agent0/value_loss"] > 0
-    for key in ("pass_at_1", "reward", "kl", "kl_sampled", "objective"):
+    for key in ("pass_at_1", "reward", "kl", "objective", "sampled_reward", "sampled_kl", "entropy", "distinct_2"):
         assert f"eval/agent0/{key}" in row
+    base = json.loads((out / "eval_initial.json").read_text())
+    assert base["sampled_kl"] == 0.0 and base["kl"] == 0.0  # agent0 before its first update is pi_0
+    assert base["entropy"] > 0 and 0 < base["distinct_2"] <= 1 and base["tokens"] > base["response_tokens"] * 2
     assert row["eval/agent0/kl"] > 0  # the agent moved away from pi_0
     lora_b = [
         v
