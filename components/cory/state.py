@@ -31,8 +31,9 @@ log = logging.getLogger(__name__)
 CHECKPOINT = Path("checkpoint") / "state.pt"
 ITERATIONS = "iterations.jsonl"
 SAMPLES = "samples.jsonl"
+PROMPTS = "eval_prompts.jsonl"  # per held-out prompt and evaluation: the rewards (paired analyses)
 INITIAL_EVAL = "eval_initial.json"
-RUN_FILES = (ITERATIONS, SAMPLES, INITIAL_EVAL)
+RUN_FILES = (ITERATIONS, SAMPLES, PROMPTS, INITIAL_EVAL)
 
 
 def save_checkpoint(out_dir: Path, pool: AgentPool, iteration: int, fingerprint: dict) -> Path:
@@ -72,7 +73,7 @@ def resume(out_dir: Path, pool: AgentPool, fingerprint: dict) -> int:
     torch.set_rng_state(state["torch_rng"])
     random.setstate(state["python_rng"])
     iteration = int(state["iteration"])
-    for name in (ITERATIONS, SAMPLES):
+    for name in (ITERATIONS, SAMPLES, PROMPTS):
         trim_rows(out_dir / name, iteration)
     log.info("resuming after iteration %d from %s", iteration, path)
     return iteration

@@ -332,6 +332,7 @@ STAGES: dict[str, Stage] = {
                 Out("${cory.out_dir}/eval_initial.json", persist=True),
                 Out("${cory.out_dir}/iterations.jsonl", persist=True, cache=False),  # one row per finished iteration
                 Out("${cory.out_dir}/samples.jsonl", persist=True, cache=False),
+                Out("${cory.out_dir}/eval_prompts.jsonl", persist=True, cache=False),
             ),
             "${cory.out_dir}/metrics.json",
             Kind.cory,

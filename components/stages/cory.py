@@ -17,6 +17,8 @@ files and the base model. Writes to `cory.out_dir`:
   nothing to follow: logged as a warning that names the way out), tokens generated and seconds
   (total, rollout, update, eval);
 - `samples.jsonl`: the first questions' answers of each iteration (prompt, target, answer, reward);
+- `eval_prompts.jsonl`: per evaluation (iteration 0: the base model), agent and held-out prompt,
+  the greedy answer's reward and the sampled answers' mean reward (for intervals paired by prompt);
 - `checkpoint/state.pt` (components.cory.state): resumable after every iteration;
 - `metrics.json`: flat final / best numbers; `adapters/<agent>/` (each PEFT adapter) and, with
   `save_merged`, `agents/<agent>/` (merged HF folders that eval and vLLM load);
@@ -82,9 +84,10 @@ def evaluate_all(
     task: PromptTask,
     rows: Sequence[Any],
     agents: Sequence[str],
-) -> dict[str, dict[str, float]]:
+) -> tuple[dict[str, dict[str, float]], list[dict]]:
+    """Each agent's evaluation metrics, and the per-prompt rows of all of them (tagged with the agent)."""
     sampling = SamplingConfig(temperature=cfg.eval_temperature, max_tokens=cfg.max_new_tokens)
-    return {
+    out = {
         agent: evaluate_agent(
             server,
             pool,
@@ -100,6 +103,8 @@ def evaluate_all(
         )
         for agent in agents
     }
+    prompts = [{"agent": agent} | row for agent, (_, rows_) in out.items() for row in rows_]
+    return {agent: metrics for agent, (metrics, _) in out.items()}, prompts
 
 
 def run_iteration(
@@ -138,7 +143,8 @@ def run_iteration(
         mine = [s.correct for s in samples if s.role == role]
         row[f"train/{role}/correct"] = sum(mine) / len(mine)
     updated = time.perf_counter()
-    for agent, metrics in evaluate_all(cfg, pool, server, task, eval_rows, list(pool.agents)).items():
+    evaluated, prompts = evaluate_all(cfg, pool, server, task, eval_rows, list(pool.agents))
+    for agent, metrics in evaluated.items():
         row |= {f"eval/{agent}/{k}": v for k, v in metrics.items()}
     done = time.perf_counter()
     row |= {
@@ -149,7 +155,7 @@ def run_iteration(
         "seconds_update": updated - rolled,
         "seconds_eval": done - updated,
     }
-    return row, samples
+    return row, samples, [{"iteration": iteration} | p for p in prompts]
 
 
 def sample_rows(
@@ -212,7 +218,9 @@ def _initial_eval(
         return json.loads(path.read_text())
     if start > 0:
         return None
-    initial = evaluate_all(cfg, pool, server, task, eval_rows, ["agent0"])["agent0"]
+    evaluated, prompts = evaluate_all(cfg, pool, server, task, eval_rows, ["agent0"])
+    initial = evaluated["agent0"]
+    state.append_rows(cfg.out_dir / state.PROMPTS, [{"iteration": 0} | p for p in prompts])
     path.write_text(json.dumps(initial, indent=2) + "\n")
     state.save_checkpoint(cfg.out_dir, pool, 0, cfg.fingerprint())
     log.info("initial model: reward %.3f, kl %.3f", initial["reward"], initial["kl"])
@@ -272,8 +280,9 @@ def run(cfg: CoryConfig, task: PromptTask) -> StageResult:
         initial = _initial_eval(cfg, pool, server, task, eval_rows, start)
         bar = tqdm(total=cfg.iterations, initial=min(start, cfg.iterations), desc=cfg.algo.value, unit="it")
         for iteration in range(start + 1, cfg.iterations + 1):
-            row, samples = run_iteration(cfg, pool, server, task, train_rows, eval_rows, iteration)
+            row, samples, prompts = run_iteration(cfg, pool, server, task, train_rows, eval_rows, iteration)
             state.append_rows(out_dir / state.ITERATIONS, [row])
+            state.append_rows(out_dir / state.PROMPTS, prompts)
             state.append_rows(
                 out_dir / state.SAMPLES, sample_rows(iteration, samples, task, train_rows, row["questions"])
             )

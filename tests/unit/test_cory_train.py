@@ -44,6 +44,10 @@ def test_one_ppo_iteration_moves_the_policy_and_writes_the_files(tiny_model_dir,
     assert row["train/agent0/grad_norm"] > 0 and row["train/agent0/value_loss"] > 0
     for key in ("pass_at_1", "reward", "kl", "objective", "sampled_reward", "sampled_kl", "entropy", "distinct_2"):
         assert f"eval/agent0/{key}" in row
+    prompts = state.read_rows(out / state.PROMPTS)
+    assert [(p["iteration"], p["prompt"]) for p in prompts] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    final = [p["sampled_reward"] for p in prompts[2:]]
+    assert sum(final) / 2 == pytest.approx(row["eval/agent0/sampled_reward"])
     base = json.loads((out / "eval_initial.json").read_text())
     assert base["sampled_kl"] == 0.0 and base["kl"] == 0.0  # agent0 before its first update is pi_0
     assert base["entropy"] > 0 and 0 < base["distinct_2"] <= 1 and base["tokens"] > base["response_tokens"] * 2
@@ -96,6 +100,8 @@ def test_killed_run_resumes_at_the_next_iteration_without_duplicate_rows(tiny_mo
     assert rows[0] == crashed[0]
     assert rows[1]["questions"] == crashed[1]["questions"]  # the re-run iteration draws the same questions
     assert [s["iteration"] for s in state.read_rows(cfg.out_dir / state.SAMPLES)].count(2) == 2 * 2
+    prompts = [(p["iteration"], p["agent"]) for p in state.read_rows(cfg.out_dir / state.PROMPTS)]
+    assert prompts == [(0, "agent0")] * 2 + [(k, a) for k in (1, 2, 3) for a in ("agent0", "agent1") for _ in range(2)]
     run(cfg)  # complete: nothing to do, nothing appended
     assert ran == [2, 3] and len(rows_of(cfg.out_dir)) == 3
 
