@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import random
 
 from components.config.prompt_tasks import ReviewsConfig, SentimentReward
 from components.config.sections import load_section
 from components.cory.reviews import ReviewRecord, VaderReward
-from components.data.records import write_jsonl
+from components.data.records import replace_jsonl
 
 SUBJECTS = (
     "The film", "This movie", "The story", "The plot", "The director", "The cast", "This sequel",
@@ -74,11 +73,7 @@ def generate(cfg: ReviewsConfig) -> list[ReviewRecord]:
 
 def run(cfg: ReviewsConfig) -> dict:
     """Write the openers to `cfg.file` atomically; return the counts."""
-    records = generate(cfg)
-    cfg.file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = cfg.file.with_name(cfg.file.name + ".tmp")
-    write_jsonl(tmp, records)
-    os.replace(tmp, cfg.file)
+    replace_jsonl(cfg.file, generate(cfg))
     return {"file": str(cfg.file), "train": cfg.train_openers, "eval": cfg.eval_openers}
 
 

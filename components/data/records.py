@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from pathlib import Path
 from typing import Iterable, Iterator, TypeVar
 
@@ -147,6 +148,16 @@ def write_jsonl(path: Path, rows: Iterable[BaseModel | dict], append: bool = Fal
             fh.write(json.dumps(data, ensure_ascii=False) + "\n")
             fh.flush()
             n += 1
+    return n
+
+
+def replace_jsonl(path: Path, rows: Iterable[BaseModel | dict]) -> int:
+    """`write_jsonl` to a temporary file beside `path`, then renamed over it: a reader (or a crash)
+    sees the old file or the new one, never half of one; returns how many rows were written."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    n = write_jsonl(tmp, rows)
+    os.replace(tmp, path)
     return n
 
 

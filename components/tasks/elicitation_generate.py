@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import random
 from collections import Counter
 
 from components.config.elicitation import ElicitationConfig
 from components.config.sections import load_section
-from components.data.records import write_jsonl
+from components.data.records import replace_jsonl
 from components.tasks.elicitation import ElicitationRecord
 from components.tasks.elicitation_domains import DETAILS, DOMAINS
 
@@ -90,10 +89,7 @@ def generate(cfg: ElicitationConfig) -> list[ElicitationRecord]:
 def run(cfg: ElicitationConfig) -> dict:
     """Write the tasks to `cfg.file` atomically; return the counts."""
     records = generate(cfg)
-    cfg.file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = cfg.file.with_name(cfg.file.name + ".tmp")
-    write_jsonl(tmp, records)
-    os.replace(tmp, cfg.file)
+    replace_jsonl(cfg.file, records)
     per_split = Counter(r.split for r in records)
     heldout = sum(r.domain in cfg.heldout_domains for r in records)
     return {"file": str(cfg.file), "train": per_split["train"], "eval": per_split["eval"], "heldout_eval": heldout}
