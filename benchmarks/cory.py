@@ -109,20 +109,19 @@ def pooled(seeds: dict, levels: list[float]) -> dict:
         diff = np.mean([r["prompt_gains"] for r in runs], axis=0)
         kls = np.array([r["final"]["sampled_kl"] for r in runs], dtype=float)
         out[name] = {"seeds": len(runs), "gain": float(diff.mean()), "gain_ci": bootstrap_ci(diff, 4000)}
-        out[name]["final_kl"] = dict(zip(("mean", "low", "high"), t_interval(kls)))
+        out[name]["final_kl"] = over_seeds(kls)
         if name.startswith("cory/"):
-            per_level = {}
-            for level in map(str, levels):
-                values = [
-                    e["matched"][name][level]
-                    for e in seeds.values()
-                    if e["matched"].get(name, {}).get(level) is not None
-                ]
-                per_level[level] = (
-                    dict(zip(("mean", "low", "high"), t_interval(values))) | {"seeds": len(values)} if values else None
-                )
-            out[name]["minus_ppo_at_kl"] = per_level
+            reached = {
+                level: [e["matched"][name][level] for e in seeds.values() if e["matched"][name][level] is not None]
+                for level in map(str, levels)
+            }
+            out[name]["minus_ppo_at_kl"] = {level: over_seeds(v) if v else None for level, v in reached.items()}
     return out
+
+
+def over_seeds(values) -> dict:
+    """Mean over seeds with its 95% t-interval, and the number of seeds."""
+    return dict(zip(("mean", "low", "high"), t_interval(np.asarray(values, dtype=float)))) | {"seeds": len(values)}
 
 
 def main() -> None:

@@ -363,10 +363,11 @@ def pipeline_flow(params: PipelineParams = PipelineParams()) -> dict:
                 }
             log_progress(plan, run.info.run_id, iterations)
         table = summary_table(plan, iterations)
-        summary = [asdict(it) for it in iterations]
         if plan.single_turn:  # one entry per evaluated iteration of the stage, the base model first
             summary = summary_entries(plan.iteration_dir(1) / CORY)
             mlflow.log_artifact(str(run_frontier(plan, run.info.run_id)), "plots")
+        else:
+            summary = [asdict(it) for it in iterations]
         (plan.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         mlflow.log_artifact(str(plan.run_dir / "summary.json"))
         if not plan.single_turn:

@@ -28,7 +28,7 @@ from typing import Any
 
 from components.cory.agents import AgentPool
 from components.cory.collapse import distinct_n
-from components.cory.rollout import collate, encode_prompt, kl_to_reference
+from components.cory.rollout import Divergence, collate, encode_prompt, kl_to_reference
 from components.cory.serving import PolicyServer
 from components.cory.tasks import PromptTask
 from components.engines.base import Generation, SamplingConfig
@@ -37,13 +37,13 @@ from components.episodes.driver import derive_seed
 
 def _answers(
     server: PolicyServer, pool: AgentPool, agent: str, prompts: list[list[int]], sampling: SamplingConfig, seeds, chunk
-) -> tuple[list[Generation], Any]:
+) -> tuple[list[Generation], Divergence]:
     """The agent's answers to `prompts` and their Divergence from the reference (rollout.kl_to_reference)."""
     gens = server.engine_for(agent).generate(prompts, sampling, seeds)
     pad = pool.tokenizer.pad_token_id if pool.tokenizer.pad_token_id is not None else pool.tokenizer.eos_token_id
     batch = collate([(p, g.token_ids) for p, g in zip(prompts, gens)], pad, pool.device)
     pool.model.eval()
-    return gens, (kl_to_reference(pool, agent, batch, chunk), batch.mask)
+    return gens, kl_to_reference(pool, agent, batch, chunk)
 
 
 def evaluate_agent(
@@ -63,7 +63,7 @@ def evaluate_agent(
     """The metrics of `agent` alone on `rows` and the per-prompt rows; see the module docstring."""
     prompts = [encode_prompt(pool.tokenizer, task.query_prompt(r), chat_template) for r in rows]
     seeds = [derive_seed(seed, "eval", i) for i in range(len(rows))]
-    gens, (div, _) = _answers(server, pool, agent, prompts, sampling, seeds, chunk)
+    gens, div = _answers(server, pool, agent, prompts, sampling, seeds, chunk)
     rewards = task.rewards(rows, [g.text for g in gens])
     reward, kl = sum(rewards) / len(rewards), div.exact.sum(-1).mean().item()
     tokens = sum(len(g.token_ids) for g in gens)
@@ -74,7 +74,8 @@ def evaluate_agent(
         jobs = [(i, j) for i in range(len(rows)) for j in range(samples)]
         at_one = SamplingConfig(temperature=1.0, max_tokens=sampling.max_tokens)
         seeds = [derive_seed(seed, "eval-sampled", i, j) for i, j in jobs]
-        drawn, (div, mask) = _answers(server, pool, agent, [prompts[i] for i, _ in jobs], at_one, seeds, chunk)
+        drawn, div = _answers(server, pool, agent, [prompts[i] for i, _ in jobs], at_one, seeds, chunk)
+        drawn_tokens = sum(len(g.token_ids) for g in drawn)  # the answer positions (unmasked) of `div`
         drawn_rewards = task.rewards([rows[i] for i, _ in jobs], [g.text for g in drawn])
         sampled_reward = sum(drawn_rewards) / len(drawn_rewards)
         sampled_kl = div.sampled.sum(-1).mean().item()
@@ -82,11 +83,11 @@ def evaluate_agent(
             "sampled_reward": sampled_reward,
             "sampled_kl": sampled_kl,
             "sampled_objective": sampled_reward - eta * sampled_kl,
-            "entropy": (div.entropy.sum() / mask.sum()).item(),
+            "entropy": div.entropy.sum().item() / drawn_tokens,
             "distinct_1": distinct_n([g.token_ids for g in drawn], 1),
             "distinct_2": distinct_n([g.token_ids for g in drawn], 2),
         }
-        tokens += sum(len(g.token_ids) for g in drawn)
+        tokens += drawn_tokens
         for i, row in enumerate(per_prompt):
             row["sampled_reward"] = sum(drawn_rewards[i * samples : (i + 1) * samples]) / samples
     return out | {"tokens": float(tokens)}, per_prompt

@@ -6,9 +6,9 @@ file, then renamed) and prints one JSON line of counts.
 
 A stand-in for the first 2-8 tokens of IMDB reviews (the authors' queries), which do not ship
 offline: review beginnings from a small grammar of neutral parts (a subject such as "The film", a
-verb such as "takes place in", an object such as "a small town in the north"), each cut to a seeded length of
-`min_words`..`max_words` words (words, not model tokens, so the file does not depend on a
-tokenizer). Only openers VADER scores exactly 0 are kept, so every bit of sentiment in a rewarded
+verb such as "takes place in", an object such as "a small town in the north"), each cut to every
+length from `min_words` to `max_words` words (words, not model tokens, so the file does not depend
+on a tokenizer). Only openers VADER scores exactly 0 are kept, so every bit of sentiment in a rewarded
 text is the model's. Distinct openers are shuffled with a seeded `random.Random` and dealt to the
 eval split first, then to train, so no opener is in both and the eval split does not change when
 `train_openers` does. The same seed gives a byte-identical file.

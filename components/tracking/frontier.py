@@ -74,8 +74,10 @@ def _cell(row: pd.Series, q: str) -> str:
 def format_pooled(table: pd.DataFrame) -> str:
     """The pooled points as a fixed-width table, one line per agent and iteration."""
     head = ["algo/agent", "profile", "it", "seeds", "reward (sampled)", "KL (sampled)", "entropy", "distinct-2"]
-    lines = [[f"{r.algo}/{r.agent}", str(r.profile), str(r.iteration), str(r.seeds), *(_cell(r, q) for q in POOLED)]
-             for r in table.itertuples(index=False) for r in [pd.Series(r._asdict())]]  # fmt: skip
+    lines = [
+        [f"{r.algo}/{r.agent}", str(r.profile), str(r.iteration), str(r.seeds), *(_cell(r, q) for q in POOLED)]
+        for _, r in table.iterrows()
+    ]
     widths = [max(len(x) for x in col) for col in zip(head, *lines)]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths)) for line in [head, *lines])
 
