@@ -6,10 +6,11 @@ asked to (a PNG); `format_pooled` returns text.
 
 Pooling: the runs of one algorithm and profile are the seeds of one setting. Each (algo, profile,
 agent, iteration) point is the mean over those runs with a 95% t-interval (no interval from one
-run). The quantities are those of answers sampled at temperature 1 from the agent (the stage's
-`sampled_reward` and `sampled_kl`, the summed log pi - log pi_0 along an answer), which is what the
-paper's curves show; runs from before the stage measured them fall back to the greedy answers'
-`task_reward` and `kl`.
+run). A run folder counts once, with its latest evaluation: running a command again logs the same
+run's evaluations again (every step skipped), and that is not another seed. The quantities are
+those of answers sampled at temperature 1 from the agent (the stage's `sampled_reward` and
+`sampled_kl`, the summed log pi - log pi_0 along an answer), which is what the paper's curves show;
+runs from before the stage measured them fall back to the greedy answers' `task_reward` and `kl`.
 
 Frontier (Ma et al. 2024, sec. 5: task reward against KL to the initial model): each agent's pooled
 points in iteration order, KL on x, reward on y; a method whose curve lies above another's gains
@@ -52,6 +53,8 @@ def pooled(df: pd.DataFrame) -> pd.DataFrame:
     """One row per (algo, profile, agent, iteration) of the agent rows of `df`: `seeds` (runs pooled)
     and, per quantity of POOLED, `<q>` (the mean), `<q>_low`, `<q>_high`."""
     rows = df[df["agent"].notna()]
+    if "run" in rows and "start_time" in rows:
+        rows = rows.sort_values("start_time", kind="stable").drop_duplicates(["run", *KEYS], keep="last")
     values = pd.DataFrame({q: _value(rows, q) for q in POOLED}, index=rows.index)
     out = []
     for key, group in pd.concat([rows[KEYS], values], axis=1).groupby(KEYS, sort=True):

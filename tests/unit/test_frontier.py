@@ -35,6 +35,15 @@ def test_agents_are_pooled_over_the_runs_of_one_algorithm_and_profile():
     assert "cory/agent1" in format_pooled(table) and "0.100 [" in format_pooled(table)
 
 
+def test_a_run_evaluated_again_counts_once_with_its_latest_evaluation():
+    first = _rows().assign(run=lambda d: [f"run-{i // 6}" for i in range(len(d))], start_time=1)
+    again = first[first["run"] == "run-0"].assign(start_time=2, sampled_reward=lambda d: d["sampled_reward"] + 1)
+    table = pooled(pd.concat([first, again], ignore_index=True))
+    assert set(table["seeds"]) == {3}
+    ppo = table[(table.algo == "ppo") & (table.iteration == 1)].iloc[0]
+    assert ppo["sampled_reward"] == pytest.approx(0.4 + 1 / 3)  # run-0's latest numbers, counted once
+
+
 def test_runs_without_sampled_answers_fall_back_to_the_greedy_numbers():
     old = _rows().drop(columns=["sampled_reward", "sampled_kl"])
     assert set(pooled(old)["sampled_reward"]) == {9.0}
