@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import platform
 import subprocess
 import sys
@@ -120,8 +121,9 @@ def pooled(seeds: dict, levels: list[float]) -> dict:
 
 
 def over_seeds(values) -> dict:
-    """Mean over seeds with its 95% t-interval, and the number of seeds."""
-    return dict(zip(("mean", "low", "high"), t_interval(np.asarray(values, dtype=float)))) | {"seeds": len(values)}
+    """Mean over seeds with its 95% t-interval (None from one seed), and the number of seeds."""
+    stats = t_interval(np.asarray(values, dtype=float))
+    return {k: None if math.isnan(v) else v for k, v in zip(("mean", "low", "high"), stats)} | {"seeds": len(values)}
 
 
 def main() -> None:

@@ -16,8 +16,9 @@ is what the paper's reward and KL curves are measured on, TRL's `objective/kl`):
   estimate of the sequence KL(pi || pi_0) (the paper's quantity);
 - sampled_objective: sampled_reward - eta * sampled_kl, the paper's evaluation objective;
 - entropy, distinct_1, distinct_2: collapse indicators (components/cory/collapse.py).
-Beside the metrics, one row per prompt (its greedy answer's reward and its sampled answers' mean
-reward), for analyses paired by prompt. The answers' seeds depend only on the run seed and the
+Beside the metrics, one row per prompt (its greedy answer and that answer's reward, its sampled
+answers' mean reward and the first of them), for analyses paired by prompt and for reading what an
+agent learned to write. The answers' seeds depend only on the run seed and the
 prompt, so every iteration answers the same prompts with the same random streams.
 """
 
@@ -59,7 +60,7 @@ def evaluate_agent(
     eta: float,
     seed: int,
     chunk: int,
-) -> tuple[dict[str, float], list[dict[str, float]]]:
+) -> tuple[dict[str, float], list[dict[str, Any]]]:
     """The metrics of `agent` alone on `rows` and the per-prompt rows; see the module docstring."""
     prompts = [encode_prompt(pool.tokenizer, task.query_prompt(r), chat_template) for r in rows]
     seeds = [derive_seed(seed, "eval", i) for i in range(len(rows))]
@@ -69,7 +70,7 @@ def evaluate_agent(
     tokens = sum(len(g.token_ids) for g in gens)
     out = {"pass_at_1": sum(r == 1.0 for r in rewards) / len(rewards)} if task.binary else {}
     out |= {"reward": reward, "kl": kl, "objective": reward - eta * kl, "response_tokens": tokens / len(gens)}
-    per_prompt = [{"prompt": i, "reward": r} for i, r in enumerate(rewards)]
+    per_prompt = [{"prompt": i, "reward": r, "answer": g.text} for i, (r, g) in enumerate(zip(rewards, gens))]
     if samples:
         jobs = [(i, j) for i in range(len(rows)) for j in range(samples)]
         at_one = SamplingConfig(temperature=1.0, max_tokens=sampling.max_tokens)
@@ -90,4 +91,5 @@ def evaluate_agent(
         tokens += drawn_tokens
         for i, row in enumerate(per_prompt):
             row["sampled_reward"] = sum(drawn_rewards[i * samples : (i + 1) * samples]) / samples
+            row["sample"] = drawn[i * samples].text
     return out | {"tokens": float(tokens)}, per_prompt

@@ -1,10 +1,11 @@
 """On the default 135M model, PPO and each CORY agent raise the held-out reward of the reviews task.
 
 The reviews profile's settings (components/cory/reviews.py; params.yaml profile `reviews`) with
-fewer iterations, on openers generated into tmp_path: the stage itself, with the vLLM engine. The
-base model continues neutral openers with near-neutral text (VADER compound about 0); after three
-iterations each agent alone, on the same 16 held-out openers, must score higher on its sampled
-answers, paired by opener (bootstrap interval above 0).
+its six iterations, on openers generated into tmp_path: the stage itself, with the vLLM engine. The
+base model continues neutral openers with near-neutral text (VADER compound about 0.06); after the
+profile's iterations each agent alone, on the same 32 held-out openers, must score higher on its
+sampled answers, paired by opener (bootstrap interval above 0). This is the issue's goal for one
+seed; benchmarks/cory.py measures it over seeds (README: which agents reach it).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from components.episodes.metrics import bootstrap_ci
 from components.stages.cory import run
 from flows.profiles import resolve
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.manual]  # ~4 + 7 minutes on 2 cores
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.manual]  # ~4 + 6.5 minutes on 2 cores
 
 
 def _gain(out_dir, agent: str) -> tuple[float, tuple[float, float]]:
@@ -38,9 +39,7 @@ def test_each_agent_beats_the_base_model_on_held_out_openers(prepared_model_dir,
     doc = resolve("reviews")
     reviews = ReviewsConfig(**doc["reviews"] | {"file": tmp_path / "openers.jsonl"})
     generate(reviews)
-    cfg = CoryConfig(
-        **doc["cory"] | {"algo": algo, "model": str(prepared_model_dir), "out_dir": tmp_path / "run", "iterations": 3}
-    )
+    cfg = CoryConfig(**doc["cory"] | {"algo": algo, "model": str(prepared_model_dir), "out_dir": tmp_path / "run"})
     run(cfg, ReviewsTask(reviews))
     for agent in agents:
         gain, (low, _) = _gain(cfg.out_dir, agent)

@@ -48,6 +48,7 @@ def test_one_ppo_iteration_moves_the_policy_and_writes_the_files(tiny_model_dir,
     assert [(p["iteration"], p["prompt"]) for p in prompts] == [(0, 0), (0, 1), (1, 0), (1, 1)]
     final = [p["sampled_reward"] for p in prompts[2:]]
     assert sum(final) / 2 == pytest.approx(row["eval/agent0/sampled_reward"])
+    assert all(isinstance(p["answer"], str) and isinstance(p["sample"], str) for p in prompts)  # readable answers
     base = json.loads((out / "eval_initial.json").read_text())
     assert base["sampled_kl"] == 0.0 and base["kl"] == 0.0  # agent0 before its first update is pi_0
     assert base["entropy"] > 0 and 0 < base["distinct_2"] <= 1 and base["tokens"] > base["response_tokens"] * 2
