@@ -8,11 +8,12 @@ a run folder of its own. It then reads each evaluated model's `scores.jsonl` (on
 episode) and reports, per algorithm and seed, mean_score and success_rate with their 95% intervals;
 pooled over seeds, paired by task (each task's score averaged over seeds first) with bootstrap
 intervals: each algorithm minus zero-shot, SWEET-RL minus multi-turn DPO, and SWEET-RL minus
-SWEET-RL with the untrained critic; and each SWEET-RL critic's quality figures (its run's
-critic_quality/metrics.json: held-out pair accuracy, turn-value agreement, turn pairs), per seed and
-averaged. With `--best-of N`, each seed also evaluates the base model with critic-guided best-of-N
-(`sweetflow eval --best-of N`) under the trained critic, the untrained one (`--critic base`) and
-plain sampling (`--best-of 1`), on `--best-of-limit` held-out tasks. Wall times are per seed.
+SWEET-RL with the untrained critic (the same differences per seed too); and each SWEET-RL critic's
+quality figures (its run's critic_quality/metrics.json: held-out pair accuracy, turn-value
+agreement, turn pairs), per seed and averaged. With `--best-of N`, each seed also evaluates the
+base model with critic-guided best-of-N (`sweetflow eval --best-of N`) under the trained critic, the
+untrained one (`--critic base`) and plain sampling (`--best-of 1`), on `--best-of-limit` held-out
+tasks. Wall times are per seed.
 Writes benchmarks/results/learning.json.
 Usage: python benchmarks/learning.py [--seeds 0,1,2] [--profile default] [--best-of 4] [-S section.key=value ...]
 """
@@ -171,6 +172,7 @@ def main() -> None:
         run_dir, seconds = run_seed(seed, args.profile, args.sets)
         per_algo = {algo: task_scores(folder) for algo, folder in eval_dirs(run_dir).items() if folder.exists()}
         entry = {"run_dir": str(run_dir), "wall_s": seconds} | {algo: summary(sc) for algo, sc in per_algo.items()}
+        entry["paired"] = differences({algo: [scores] for algo, scores in per_algo.items()})
         entry["critic_quality"] = quality_of(run_dir)
         if args.best_of:
             entry["best_of"] = best_of_n(seed, args.profile, run_dir, args.best_of, args.best_of_limit, args.sets)
