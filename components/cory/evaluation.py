@@ -18,8 +18,8 @@ is what the paper's reward and KL curves are measured on, TRL's `objective/kl`):
 - entropy, distinct_1, distinct_2: collapse indicators (components/cory/collapse.py).
 Beside the metrics, one row per prompt (its greedy answer and that answer's reward, its sampled
 answers' mean reward and the first of them), for analyses paired by prompt and for reading what an
-agent learned to write. The answers' seeds depend only on the run seed and the
-prompt, so every iteration answers the same prompts with the same random streams.
+agent learned to write. The answers' seeds depend only on the run seed and the prompt, so every
+iteration answers the same prompts with the same random streams.
 """
 
 from __future__ import annotations

@@ -50,11 +50,11 @@ def _value(df: pd.DataFrame, metric: str) -> pd.Series:
 
 
 def pooled(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per (algo, profile, agent, iteration) of the agent rows of `df`: `seeds` (runs pooled)
-    and, per quantity of POOLED, `<q>` (the mean), `<q>_low`, `<q>_high`."""
-    rows = df[df["agent"].notna()]
-    if "run" in rows and "start_time" in rows:
-        rows = rows.sort_values("start_time", kind="stable").drop_duplicates(["run", *KEYS], keep="last")
+    """One row per (algo, profile, agent, iteration) of the agent rows of `df` (eval_runs' columns,
+    `run` and `start_time` among them): `seeds` (runs pooled) and, per quantity of POOLED, `<q>` (the
+    mean), `<q>_low`, `<q>_high`."""
+    rows = df[df["agent"].notna()].sort_values("start_time", kind="stable")
+    rows = rows.drop_duplicates(["run", *KEYS], keep="last")
     values = pd.DataFrame({q: _value(rows, q) for q in POOLED}, index=rows.index)
     out = []
     for key, group in pd.concat([rows[KEYS], values], axis=1).groupby(KEYS, sort=True):

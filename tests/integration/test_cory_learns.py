@@ -4,8 +4,8 @@ The reviews profile's settings (components/cory/reviews.py; params.yaml profile 
 its six iterations, on openers generated into tmp_path: the stage itself, with the vLLM engine. The
 base model continues neutral openers with near-neutral text (VADER compound about 0.06); after the
 profile's iterations each agent alone, on the same 32 held-out openers, must score higher on its
-sampled answers, paired by opener (bootstrap interval above 0). This is the issue's goal for one
-seed; benchmarks/cory.py measures it over seeds (README: which agents reach it).
+sampled answers, paired by opener (bootstrap interval above 0): the goal, on one seed;
+benchmarks/cory.py measures it over seeds (README: which agents reach it).
 """
 
 from __future__ import annotations

@@ -12,11 +12,13 @@ def _rows():
     rows = []
     for seed, (r1, k1) in enumerate([(0.1, 1.0), (0.2, 2.0), (0.3, 3.0)]):
         for algo, agent, gain in (("cory", "agent0", 1.0), ("cory", "agent1", 0.5), ("ppo", "agent0", 2.0)):
-            rows.append(dict(algo=algo, profile="reviews", agent=agent, iteration=0, task="reviews",
-                             sampled_reward=0.0, sampled_kl=0.0, task_reward=9.0, kl=9.0))  # fmt: skip
-            rows.append(dict(algo=algo, profile="reviews", agent=agent, iteration=1, task="reviews",
-                             sampled_reward=gain * r1, sampled_kl=gain * k1, task_reward=9.0, kl=9.0))  # fmt: skip
-    rows.append(dict(algo="sweet", profile="default", agent=None, iteration=1, task="elicitation", task_reward=1.0))
+            run = dict(run=f"{algo}-{seed}", start_time=1, algo=algo, profile="reviews", agent=agent, task="reviews")
+            rows.append(run | dict(iteration=0, sampled_reward=0.0, sampled_kl=0.0, task_reward=9.0, kl=9.0))
+            rows.append(
+                run | dict(iteration=1, sampled_reward=gain * r1, sampled_kl=gain * k1, task_reward=9.0, kl=9.0)
+            )
+    rows.append(dict(run="sweet-0", start_time=1, algo="sweet", profile="default", agent=None, iteration=1,
+                     task="elicitation", task_reward=1.0))  # fmt: skip
     return pd.DataFrame(rows)
 
 
@@ -36,12 +38,12 @@ def test_agents_are_pooled_over_the_runs_of_one_algorithm_and_profile():
 
 
 def test_a_run_evaluated_again_counts_once_with_its_latest_evaluation():
-    first = _rows().assign(run=lambda d: [f"run-{i // 6}" for i in range(len(d))], start_time=1)
-    again = first[first["run"] == "run-0"].assign(start_time=2, sampled_reward=lambda d: d["sampled_reward"] + 1)
+    first = _rows()
+    again = first[first["run"] == "ppo-0"].assign(start_time=2, sampled_reward=lambda d: d["sampled_reward"] + 1)
     table = pooled(pd.concat([first, again], ignore_index=True))
     assert set(table["seeds"]) == {3}
     ppo = table[(table.algo == "ppo") & (table.iteration == 1)].iloc[0]
-    assert ppo["sampled_reward"] == pytest.approx(0.4 + 1 / 3)  # run-0's latest numbers, counted once
+    assert ppo["sampled_reward"] == pytest.approx(0.4 + 1 / 3)  # ppo-0's latest numbers, counted once
 
 
 def test_runs_without_sampled_answers_fall_back_to_the_greedy_numbers():
