@@ -10,12 +10,15 @@ pooled over seeds, paired by task (each task's score averaged over seeds first) 
 intervals: each algorithm minus zero-shot, SWEET-RL minus multi-turn DPO, and SWEET-RL minus
 SWEET-RL with the untrained critic (the same differences per seed too); and each SWEET-RL critic's
 quality figures (its run's critic_quality/metrics.json: held-out pair accuracy, turn-value
-agreement, turn pairs), per seed and averaged. With `--best-of N`, each seed also evaluates the
+agreement, turn pairs), per seed and averaged, and its turn-value agreement minus the untrained
+critic's pooled over the seeds' ranked states (paired by state, from each run's agreement.jsonl).
+With `--best-of N`, each seed also evaluates the
 base model with critic-guided best-of-N (`sweetflow eval --best-of N`) under the trained critic, the
 untrained one (`--critic base`) and plain sampling (`--best-of 1`), on `--best-of-limit` held-out
 tasks. Wall times are per seed.
 Writes benchmarks/results/learning.json.
-Usage: python benchmarks/learning.py [--seeds 0,1,2] [--profile default] [--best-of 4] [-S section.key=value ...]
+Usage: python benchmarks/learning.py [--seeds 0,1,2] [--profile default|data128] [--baselines mtdpo,sweet-untrained]
+       [--best-of 4] [-S section.key=value ...]
 """
 
 from __future__ import annotations
@@ -31,8 +34,11 @@ from pathlib import Path
 
 import numpy as np
 
+from components.episodes.metrics import bootstrap_ci
+from components.lm.critic_quality import share_difference
+
 ALGOS = ("zero-shot", "sweet", "mtdpo", "rft", "sweet-untrained")
-BASELINES = ",".join(ALGOS[2:])
+BASELINES = ",".join(ALGOS[2:])  # all of them by default
 PAIRED = (("sweet", "mtdpo"), ("sweet", "sweet-untrained"))  # paired differences beside "minus zero-shot"
 QUALITY = (  # critic_quality figures kept per seed and averaged
     "heldout_pair_accuracy_trained",
@@ -44,6 +50,12 @@ QUALITY = (  # critic_quality figures kept per seed and averaged
     "turn_value_agreement_learned",
     "turn_value_agreement_random",
     "turn_value_agreement_trained_comparisons",
+    "turn_value_agreement_trained_minus_untrained",
+    "turn_value_agreement_trained_minus_untrained_low",
+    "turn_value_agreement_trained_minus_untrained_high",
+    "turn_value_agreement_learned_minus_untrained",
+    "turn_value_agreement_learned_minus_untrained_low",
+    "turn_value_agreement_learned_minus_untrained_high",
     "turn_pairs_right",
     "turn_pairs_wrong",
     "turn_pairs_tie",
@@ -51,10 +63,10 @@ QUALITY = (  # critic_quality figures kept per seed and averaged
 SEEDED = ("rollouts.seed", "candidates.seed", "pairs.seed", "critic.optim.seed", "actor.optim.seed")
 
 
-def run_seed(seed: int, profile: str, extra: list[str]) -> tuple[Path, float]:
+def run_seed(seed: int, profile: str, baselines: str, extra: list[str]) -> tuple[Path, float]:
     """One pipeline run with every seed set to `seed`; its run folder and wall time."""
     sets = [f"{key}={seed}" for key in SEEDED] + [f"eval.seeds=[{seed}]", *extra]
-    cmd = [str(Path(sys.executable).parent / "sweetflow"), "run", "--profile", profile, "--baselines", BASELINES]
+    cmd = [str(Path(sys.executable).parent / "sweetflow"), "run", "--profile", profile, "--baselines", baselines]
     cmd += [arg for s in sets for arg in ("-S", s)]
     params = subprocess.run([cmd[0], "params", *cmd[2:]], capture_output=True, text=True, check=True)
     run_dir = Path(params.stdout.splitlines()[0].rsplit("run folder ", 1)[1])
@@ -107,10 +119,8 @@ def task_scores(folder: Path) -> dict[int, tuple[float, float]]:
     return {r["index"]: (float(r["score"] or 0.0), float(bool(r["success"]))) for r in rows}
 
 
-def bootstrap(values: np.ndarray, samples: int = 4000, seed: int = 0) -> tuple[float, float]:
-    means = values[np.random.default_rng(seed).integers(0, len(values), (samples, len(values)))].mean(axis=1)
-    low, high = np.percentile(means, [2.5, 97.5])
-    return float(low), float(high)
+def bootstrap(values: np.ndarray) -> tuple[float, float]:
+    return bootstrap_ci(values, samples=4000)
 
 
 def summary(per_task: dict[int, tuple[float, float]]) -> dict:
@@ -147,6 +157,21 @@ def differences(by_algo: dict[str, list[dict[int, tuple[float, float]]]]) -> dic
     return out | {f"{a} minus {b}": paired(a, b) for a, b in PAIRED if a in present and b in present}
 
 
+def pooled_agreement(run_dirs: list[Path]) -> dict:
+    """SWEET-RL's trained and learned turn-value agreement minus the untrained critic's, over every
+    seed's ranked states together (paired by state)."""
+    rows = []
+    for run_dir in run_dirs:
+        path = run_dir / "iter-1/train/critic_quality/agreement.jsonl"
+        rows += [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    if not rows:
+        return {}
+    counts = np.array([r["comparisons"] for r in rows], dtype=float)
+    column = {n: np.array([r[n] for r in rows], dtype=float) for n in ("trained", "untrained", "learned")}
+    untrained = column["untrained"]
+    return {f"{n} minus untrained": share_difference(column[n], untrained, counts) for n in ("trained", "learned")}
+
+
 def mean_quality(seeds: dict) -> dict:
     """Each critic-quality figure averaged over the seeds that have it."""
     acc: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -161,6 +186,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", default="0,1,2", help="comma-separated seeds, one pipeline run each")
     parser.add_argument("--profile", default="default")
+    parser.add_argument("--baselines", default=BASELINES, help="the `sweetflow run --baselines` of every seed")
     parser.add_argument("-S", dest="sets", action="append", default=[], help="extra section.key=value overrides")
     parser.add_argument("--best-of", type=int, default=0, help="N of the best-of-N evaluations (0: none)")
     parser.add_argument("--best-of-limit", type=int, default=32, help="held-out tasks of each best-of-N evaluation")
@@ -169,7 +195,7 @@ def main() -> None:
     result: dict = {"profile": args.profile, "machine": platform.processor() or platform.machine(), "seeds": {}}
     by_algo: dict[str, list] = defaultdict(list)
     for seed in [int(s) for s in args.seeds.split(",")]:
-        run_dir, seconds = run_seed(seed, args.profile, args.sets)
+        run_dir, seconds = run_seed(seed, args.profile, args.baselines, args.sets)
         per_algo = {algo: task_scores(folder) for algo, folder in eval_dirs(run_dir).items() if folder.exists()}
         entry = {"run_dir": str(run_dir), "wall_s": seconds} | {algo: summary(sc) for algo, sc in per_algo.items()}
         entry["paired"] = differences({algo: [scores] for algo, scores in per_algo.items()})
@@ -181,9 +207,10 @@ def main() -> None:
             by_algo[algo].append(scores)
         result["paired"] = differences(by_algo)
         result["critic_quality_mean"] = mean_quality(result["seeds"])
+        result["agreement_pooled"] = pooled_agreement([Path(e["run_dir"]) for e in result["seeds"].values()])
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=2) + "\n")  # after each seed: nothing lost on a crash
-    print(json.dumps({k: result[k] for k in ("paired", "critic_quality_mean")}, indent=2))
+    print(json.dumps({k: result[k] for k in ("paired", "critic_quality_mean", "agreement_pooled")}, indent=2))
 
 
 if __name__ == "__main__":

@@ -108,7 +108,8 @@ class PipelineParams(BaseModel):
     )
     profile: str = Field(
         "default",
-        description="default (embedded CPU run) | smoke | colbench-cpu | reviews | gpu-8b (params.yaml profiles)",
+        description="default (embedded CPU run) | data128 | smoke | colbench-cpu | reviews | gpu-8b "
+        "(params.yaml profiles)",
     )
     task: str | None = Field(
         None,

@@ -2,7 +2,8 @@
 
 params.yaml holds the base values of every section and, under `profiles:`, each profile's
 partial overlay (`default`: the embedded CPU run, the base itself plus its overlay if params.yaml
-has one; `smoke`: the tiny test run; `gpu-8b`: the authors' setting). A run's parameters are:
+has one; `smoke`: the tiny test run; `gpu-8b`: the authors' setting). An overlay may start with
+`extends: <profile>`: the named profile's overlay, then its own keys on top. A run's parameters are:
 base, then the profile's overlay, then the `-S` overrides, in that order, deep-merged key by key.
 Every section is then validated by its stage's config model, and all errors are reported
 together, so a bad value fails before any heavy work starts.
@@ -89,6 +90,19 @@ def validate(doc: dict) -> dict[str, BaseModel]:
     return models
 
 
+def overlay_of(profiles: dict, name: str, seen: tuple[str, ...] = ()) -> dict:
+    """A profile's overlay with its `extends:` chain merged in, parent first."""
+    if name in seen:
+        raise ConfigError(f"profile '{name}' extends itself ({' -> '.join([*seen, name])})")
+    overlay = dict(profiles.get(name) or {})
+    parent = overlay.pop("extends", None)
+    if parent is None:
+        return overlay
+    if parent not in profiles:
+        raise ConfigError(f"profile '{name}' extends unknown profile '{parent}'")
+    return deep_merge(overlay_of(profiles, parent, (*seen, name)), overlay)
+
+
 def resolve(profile: str | None = DEFAULT, overrides: list[str] = (), params: dict | None = None) -> dict:
     """The complete, validated params document of a run (without the `profiles` table). `profile`
     None: the base sections with no overlay (what `sweetflow eval` plays unless given --profile)."""
@@ -96,7 +110,7 @@ def resolve(profile: str | None = DEFAULT, overrides: list[str] = (), params: di
     profiles = params.get("profiles") or {}
     if profile not in (None, DEFAULT) and profile not in profiles:  # `default` may have an overlay, or be the base
         raise ConfigError(f"unknown profile '{profile}' (params.yaml has: {', '.join([DEFAULT, *profiles])})")
-    overlay = (profiles.get(profile) or {}) if profile is not None else {}
+    overlay = overlay_of(profiles, profile) if profile is not None else {}
     doc = deep_merge({k: v for k, v in params.items() if k != "profiles"}, overlay)
     for text in overrides:
         path, value = parse_override(text)

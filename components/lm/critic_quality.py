@@ -7,7 +7,8 @@ of numbers (the stage that gathers them is components/stages/critic_quality.py).
 - `agreement`: on the candidate actions of one turn state, every two candidates whose exact turn
   values differ (Task.turn_value) is a comparison; the scorer agrees when it orders them as the
   values do (a tie counts half). Pooled over states, with a 95% bootstrap interval that resamples
-  states (the comparisons of one state are not independent).
+  states (the comparisons of one state are not independent). `share_difference`: one scorer's
+  agreement minus another's on the same comparisons, the states resampled together (paired).
 - `turn_pair_classes`: each turn pair the actor trains on is right (chosen worth more), wrong or a
   tie in exact value.
 """
@@ -77,6 +78,22 @@ def agreement(
     low, high = ratio_interval(agree, counts, samples, seed)
     share = float(agree.sum() / counts.sum()) if counts.sum() else float("nan")
     return {"agreement": share, "low": low, "high": high, "comparisons": int(counts.sum())}
+
+
+def share_difference(
+    agree_a: np.ndarray, agree_b: np.ndarray, counts: np.ndarray, samples: int = 2000, seed: int = 0
+) -> dict[str, float]:
+    """Agreement of scorer a minus scorer b over the same states' comparisons (per state: agreeing
+    comparisons of each, comparisons), with a 95% interval resampling the states with comparisons."""
+    keep = counts > 0
+    agree_a, agree_b, counts = agree_a[keep], agree_b[keep], counts[keep]
+    if counts.sum() == 0:
+        return {"difference": float("nan"), "low": float("nan"), "high": float("nan"), "states": 0}
+    diff = float((agree_a.sum() - agree_b.sum()) / counts.sum())
+    picks = np.random.default_rng(seed).integers(0, len(counts), size=(samples, len(counts)))
+    diffs = (agree_a[picks].sum(axis=1) - agree_b[picks].sum(axis=1)) / counts[picks].sum(axis=1)
+    low, high = np.percentile(diffs, [2.5, 97.5])
+    return {"difference": diff, "low": float(low), "high": float(high), "states": int(len(counts))}
 
 
 def turn_pair_classes(chosen_values: Sequence[float], rejected_values: Sequence[float]) -> dict[str, float]:

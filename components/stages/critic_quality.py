@@ -17,7 +17,9 @@ Four scorers are measured, each a difference of two mean log-probs times beta (c
 Figures (components/lm/critic_quality.py): Bradley-Terry pair accuracy on the held-out pairs (tasks
 of `critic.heldout_fraction` the critic never trained on) and on its training pairs; agreement with
 the task's exact turn value (Task.turn_value; absent when the task has none) over every ranked
-state's candidates, with 95% intervals over states; the turn pairs' right / wrong / tie shares.
+state's candidates, with 95% intervals over states, and the trained and learned scorers' agreement
+minus the untrained one's, paired over the same comparisons (`..._minus_untrained`, with its interval;
+per state in `agreement.jsonl`, for pooling runs); the turn pairs' right / wrong / tie shares.
 Ties: scores within `critic.tie_tolerance`. Run as `python -m components.stages.critic_quality`.
 """
 
@@ -35,7 +37,7 @@ from components.data.records import Trajectory, TrajectoryPair, TurnCandidates, 
 from components.data.split import Split
 from components.lm.advantage import trajectory_scores
 from components.lm.critic_inputs import critic_info, critic_sequence, info_prefix, task_of
-from components.lm.critic_quality import agreement, pair_figures, turn_pair_classes
+from components.lm.critic_quality import agreement, pair_figures, share_difference, state_agreement, turn_pair_classes
 from components.lm.forward import frozen_reference_sums
 from components.lm.sequences import TokenSequence, dialogue_sequence
 from components.stages.cli import stage_cli
@@ -176,6 +178,25 @@ def turn_pair_values(
     return chosen, rejected
 
 
+def agreement_differences(
+    states: list[TurnCandidates], values: list[list[float]], scores: dict, tol: float, path: Path
+) -> dict[str, float]:
+    """Trained and learned agreement minus untrained, paired by state; each state's counts to `path`."""
+    per = {n: [state_agreement(v, s, tol) for v, s in zip(values, scores[n])] for n in SCORERS}
+    counts = np.array([n for _, n in per["untrained"]], dtype=float)
+    agree = {n: np.array([a for a, _ in rows], dtype=float) for n, rows in per.items()}
+    with path.open("w") as out:
+        for i, state in enumerate(states):
+            row = {"state": state_key(state), "comparisons": int(counts[i])} | {n: agree[n][i] for n in SCORERS}
+            out.write(json.dumps(row) + "\n")
+    metrics = {}
+    for name in ("trained", "learned"):
+        diff = share_difference(agree[name], agree["untrained"], counts)
+        key = f"turn_value_agreement_{name}_minus_untrained"
+        metrics |= {key: diff["difference"], f"{key}_low": diff["low"], f"{key}_high": diff["high"]}
+    return metrics
+
+
 def _flat(figures: dict[str, dict[str, float]], prefix: str, main_key: str) -> dict[str, float]:
     """{prefix}_{scorer} = the main figure, {prefix}_{scorer}_{other} = the rest."""
     out = {}
@@ -218,6 +239,7 @@ def run(
     if values is not None:
         figures = {name: agreement(values, scores[name], tol) for name in SCORERS}
         metrics |= _flat(figures, "turn_value_agreement", "agreement")
+        metrics |= agreement_differences(states, values, scores, tol, out_dir / "agreement.jsonl")
         metrics["states_without_value"] = sum(max(row) == 0 for row in values)
         chosen, rejected = turn_pair_values(
             list(read_jsonl(layout.ranking_dir / "turn_pairs.jsonl", TurnPair)), states, values

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import json
+
+import numpy as np
 import pytest
 import torch
 
 from components.lm.advantage import pair_accuracy
-from components.lm.critic_quality import agreement, pair_figures, state_agreement, turn_pair_classes
+from components.lm.critic_quality import (
+    agreement,
+    pair_figures,
+    share_difference,
+    state_agreement,
+    turn_pair_classes,
+)
 
 
 def test_pair_accuracy_counts_ties_half():
@@ -36,6 +45,41 @@ def test_pooled_agreement_weighs_comparisons_and_resamples_states():
     assert mixed["low"] <= 1 / 3 <= mixed["high"] and mixed["low"] < mixed["high"]
 
 
+def test_paired_difference_of_two_scorers_resamples_states_together():
+    counts = np.array([2.0, 4.0, 0.0, 2.0])
+    better, worse = np.array([2.0, 3.0, 0.0, 1.0]), np.array([1.0, 1.0, 0.0, 1.0])
+    diff = share_difference(better, worse, counts)
+    assert diff["difference"] == pytest.approx(3 / 8) and diff["states"] == 3  # the state without comparisons drops
+    assert 0 <= diff["low"] < 3 / 8 < diff["high"]  # a never-worse scorer: no resample below 0
+    same = share_difference(better, better, counts)
+    assert same["difference"] == same["low"] == same["high"] == 0.0
+    assert np.isnan(share_difference(better, worse, np.zeros(4))["difference"])
+
+
 def test_turn_pairs_are_right_wrong_or_tied_in_exact_value():
     classes = turn_pair_classes([1.0, 0.0, 1 / 3, 0.0], [0.0, 1 / 3, 1 / 3, 0.0])
     assert classes == {"right": 0.25, "wrong": 0.25, "tie": 0.5, "n": 4}
+
+
+def test_the_stage_writes_each_states_agreements_and_the_paired_differences(tmp_path):
+    from components.data.records import Candidate, TurnCandidates
+    from components.stages.critic_quality import agreement_differences
+
+    def state(key: str) -> TurnCandidates:
+        cands = [Candidate(text=str(i), response_ids=[i]) for i in range(3)]
+        return TurnCandidates(task_id="t", task_index=0, trajectory=key, turn=1, prompt_ids=[1], candidates=cands)
+
+    values = [[1.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
+    scores = {
+        "trained": [[2.0, 1.0, 0.0], [1.0, 2.0, 3.0]],
+        "untrained": [[0.0, 1.0, 2.0], [0.0, 0.0, 0.0]],
+        "learned": [[1.0, 1.0, 1.0], [0.0, 0.0, 0.0]],
+        "random": [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]],
+    }
+    metrics = agreement_differences([state("a"), state("b")], values, scores, 0.0, tmp_path / "agreement.jsonl")
+    assert metrics["turn_value_agreement_trained_minus_untrained"] == 1.0  # 2 of 2 against 0 of 2
+    assert metrics["turn_value_agreement_learned_minus_untrained"] == 0.5  # ties count half
+    rows = [json.loads(line) for line in (tmp_path / "agreement.jsonl").read_text().splitlines()]
+    first = {"state": "a#1", "comparisons": 2, "trained": 2.0, "untrained": 0.0, "learned": 1.0, "random": 1.0}
+    assert rows[0] == first
+    assert rows[1]["comparisons"] == 0

@@ -46,10 +46,22 @@ def test_every_problem_is_reported_together_before_any_work():
         resolve("huge", params=BASE)
 
 
+def test_a_profile_extends_another_and_cycles_are_refused():
+    profiles = BASE["profiles"] | {"big": {"extends": "tiny", "rollouts": {"limit": 64}}}
+    doc = resolve("big", params=BASE | {"profiles": profiles})
+    assert doc["rollouts"]["limit"] == 64 and doc["critic"]["optim"] == {"lr": 1e-5, "epochs": 1}
+    assert "extends" not in doc
+    loop = {"a": {"extends": "b"}, "b": {"extends": "a"}}
+    with pytest.raises(ConfigError, match="extends itself"):
+        resolve("a", params=BASE | {"profiles": loop})
+    with pytest.raises(ConfigError, match="unknown profile 'nope'"):
+        resolve("a", params=BASE | {"profiles": {"a": {"extends": "nope"}}})
+
+
 def test_the_shipped_profiles_are_valid():
     params = read_params()
     assert {"smoke", "gpu-8b"} <= set(params["profiles"])
-    for name in ("default", "smoke", "gpu-8b"):
+    for name in params["profiles"]:
         resolve(name, params=params)
     gpu = resolve("gpu-8b", params=params)
     assert gpu["critic"]["optim"]["lr"] == 2e-7 and gpu["critic"]["optim"]["epochs"] == 4  # the authors' values
