@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from components.cory.state import INITIAL_EVAL, ITERATIONS, SAMPLES, read_rows
+from components.tracking.datasets import DataInput
 from flows.played import played_class
 from flows.tracking import log_nested_run
 
@@ -94,8 +95,10 @@ def track_cory(
     parent: str,
     experiment: str,
     tags: dict[str, str],
+    inputs: Sequence[DataInput] = (),
 ) -> str:
-    """The stage run and its eval runs (see the module docstring); returns the stage run's id."""
+    """The stage run (with its data `inputs`) and its eval runs (see the module docstring); returns the
+    stage run's id."""
     metrics_path = files[0]
     out_dir = metrics_path.parent
     samples = out_dir / "samples.md"
@@ -111,6 +114,7 @@ def track_cory(
         curves=out_dir / ITERATIONS,
         curve_step="iteration",
         curve_prefix="",
+        inputs=inputs,
     )
     for iteration, agent, values in eval_points(out_dir, doc["cory"]["eval_questions"]):
         eval_tags = tags | {"sweetflow.kind": "eval", "sweetflow.iteration": str(iteration), "sweetflow.agent": agent}

@@ -18,7 +18,9 @@ import yaml
 
 from components.data.records import Trajectory, read_jsonl
 from components.stages.catalogue import STAGES, TASK, Kind
+from components.tracking import datasets, traces
 from components.tracking import store as tracking
+from components.tracking.datasets import DataInput
 from flows.plan import interpolate
 from flows.played import played_class
 
@@ -34,6 +36,8 @@ def log_nested_run(
     curves: Path | None = None,
     dialogues: Path | None = None,
     sample_dialogues: int = 0,
+    trace_dialogues: int = 0,
+    inputs: Sequence[DataInput] = (),
     curve_step: str = "step",
     curve_prefix: str = "train/",
 ) -> str:
@@ -41,8 +45,9 @@ def log_nested_run(
     metrics as metrics and the string ones (e.g. critic quality's `ranking_baseline`) as tags
     `result.<key>`, `files` as artifacts, every numeric value of every row of a JSONL file (`curves`: a
     train_metrics.jsonl, or CORY's iterations.jsonl) as a metric curve `<curve_prefix><key>` by the
-    row's `curve_step`, and the first `sample_dialogues` trajectories of `dialogues` rendered as
-    markdown. Returns the run id.
+    row's `curve_step`, the first `sample_dialogues` trajectories of `dialogues` rendered as
+    markdown and the first `trace_dialogues` logged as traces (components/tracking/traces.py), and
+    `inputs` as dataset inputs (components/tracking/datasets.py). Returns the run id.
 
     The parent is passed explicitly: MLflow's active run is thread-local and Prefect tasks may run on
     another thread than the flow."""
@@ -53,6 +58,7 @@ def log_nested_run(
         experiment_id=experiment_id, run_name=name, nested=parent is not None, parent_run_id=parent, tags=tags
     ) as run:
         mlflow.log_params(tracking.flatten(config))
+        datasets.log_inputs(list(inputs), context=tags.get("sweetflow.stage", "input"))
         mlflow.log_metrics(tracking.numeric(metrics))
         mlflow.set_tags({f"result.{k}": v[:5000] for k, v in metrics.items() if isinstance(v, str)})
         for path in files:
@@ -68,9 +74,11 @@ def log_nested_run(
             for start in range(0, len(curve), 900):
                 mlflow.tracking.MlflowClient().log_batch(run.info.run_id, metrics=curve[start : start + 900])
             mlflow.log_artifact(str(curves))
-        if dialogues is not None and sample_dialogues and dialogues.exists():
-            trajs = list(read_jsonl(dialogues, Trajectory))[:sample_dialogues]
-            mlflow.log_text(tracking.render_dialogues(trajs), "dialogues.md")
+        if dialogues is not None and (sample_dialogues or trace_dialogues) and dialogues.exists():
+            trajs = list(read_jsonl(dialogues, Trajectory))
+            if sample_dialogues:
+                mlflow.log_text(tracking.render_dialogues(trajs[:sample_dialogues]), "dialogues.md")
+            traces.log_episodes(trajs[:trace_dialogues], run.info.run_id, experiment_id, tags)
         return run.info.run_id
 
 
@@ -118,10 +126,13 @@ def track_stage(
         }
         | tags
     )
+    inputs = datasets.stage_inputs(folder / "dvc.lock", stage, datasets.default_remote())
     with tracking.store_errors(disk=True):  # a full disk under a local artifact store included
         if spec.kind == Kind.cory:
-            return {"run_id": track_cory(doc, metrics, files, run_name, parent, experiment, tags), "metrics": metrics}
+            run_id = track_cory(doc, metrics, files, run_name, parent, experiment, tags, inputs)
+            return {"run_id": run_id, "metrics": metrics}
         sample = int(interpolate(f"${{{spec.sample_key}}}", doc)) if spec.sample_key else 0
+        traced = int(interpolate(f"${{{spec.trace_key}}}", doc)) if spec.trace_key else 0
         run_id = log_nested_run(
             experiment,
             parent,
@@ -133,5 +144,7 @@ def track_stage(
             curves=Path(interpolate(spec.curves, doc)) if spec.curves else None,
             dialogues=Path(interpolate(spec.dialogues, doc)) if spec.dialogues else None,
             sample_dialogues=sample,
+            trace_dialogues=traced,
+            inputs=inputs,
         )
     return {"run_id": run_id, "metrics": metrics, "metrics_file": str(metrics_path)}

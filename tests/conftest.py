@@ -7,6 +7,8 @@
   parameters with the 49k vocabulary) with the SmolLM2 tokenizer, chat template and eos ids,
   saved as an HF folder under pytest's session tmp dir. Generates in milliseconds per token; its
   outputs are noise, so use it for plumbing (shapes, seeds, order), not for text quality.
+- `mlflow_store`: a fresh sqlite MLflow store under the test's tmp dir, set as the tracking URI for
+  the test (the previous URI restored after); yields (its folder, the id of experiment `tests`).
 """
 
 from __future__ import annotations
@@ -70,3 +72,17 @@ def git_dvc_init(path: Path) -> Path:
     for cmd in (["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"]):
         subprocess.run(cmd, cwd=path, check=True)
     return path
+
+
+@pytest.fixture
+def mlflow_store(tmp_path):
+    import mlflow
+
+    from components.tracking import store as tracking
+
+    previous = mlflow.get_tracking_uri()
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    try:
+        yield tmp_path, tracking.experiment_id("tests", tmp_path)
+    finally:
+        mlflow.set_tracking_uri(previous)

@@ -168,6 +168,7 @@ class EvalConfig(EpisodeStageConfig):
     out_dir: Path = Field(Path("runs/eval"), description="output folder")
     experiment: str = Field("sweetflow-eval", min_length=1, description="MLflow experiment")
     sample_dialogues: int = Field(5, ge=0, description="dialogues rendered into MLflow")
+    trace_dialogues: int = Field(64, ge=0, description="episodes logged as MLflow traces (the first N; 0: none)")
 
     @model_validator(mode="after")
     def _distinct_seeds(self) -> "EvalConfig":
@@ -190,6 +191,7 @@ class RolloutsConfig(EpisodeStageConfig):
     out_dir: Path = Field(Path("runs/rollouts"), description="output folder")
     experiment: str = Field("sweetflow-rollouts", min_length=1, description="MLflow experiment")
     sample_dialogues: int = Field(5, ge=0, description="dialogues rendered into MLflow")
+    trace_dialogues: int = Field(64, ge=0, description="episodes logged as MLflow traces (the first N; 0: none)")
 
 
 def check_rollouts(cfg: RolloutsConfig, episode: EpisodeSection) -> None:

@@ -82,6 +82,7 @@ class Stage:
     artifacts: tuple[str, ...] = ()  # further files kept in MLflow
     dialogues: str | None = None  # trajectories rendered as sample dialogues
     sample_key: str | None = None  # `section.key` giving how many dialogues to render
+    trace_key: str | None = None  # `section.key` giving how many episodes to log as MLflow traces
     unless: Unless | None = None  # a run setting under which the stage does not run
 
     def sections_for(self, task_sections: Sequence[str]) -> tuple[str, ...]:
@@ -184,6 +185,7 @@ STAGES: dict[str, Stage] = {
             artifacts=("${eval.out_dir}/scores.jsonl",),
             dialogues="${eval.out_dir}/trajectories.jsonl",
             sample_key="eval.sample_dialogues",
+            trace_key="eval.trace_dialogues",
         ),
         Stage(
             "rollouts",
@@ -199,6 +201,7 @@ STAGES: dict[str, Stage] = {
             optional_inputs=("rollouts.offline",),
             dialogues="${rollouts.out_dir}/trajectories.jsonl",
             sample_key="rollouts.sample_dialogues",
+            trace_key="rollouts.trace_dialogues",
         ),
         Stage(
             "train_pairs",
@@ -318,6 +321,7 @@ STAGES: dict[str, Stage] = {
             artifacts=(str(TRAIN.root / "eval" / "scores.jsonl"),),
             dialogues=str(TRAIN.root / "eval" / "trajectories.jsonl"),
             sample_key="eval.sample_dialogues",
+            trace_key="eval.trace_dialogues",
         ),
         Stage(
             "cory",

@@ -86,16 +86,23 @@ def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [""])[0][:300]
 
 
+EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")  # the MLflow UI opens on its runs
+
+
 def experiment_id(name: str, root: Path = Path(".")) -> str:
-    """The experiment's id, creating it with artifacts under mlflow/artifacts/ when new."""
+    """The experiment's id, creating it with artifacts under mlflow/artifacts/ when new. It is marked a
+    model-training experiment (EXPERIMENT_KIND) unless it says otherwise: MLflow 3's UI opens other
+    experiments on the GenAI overview, empty here although every step's runs are in it."""
     import mlflow
 
     found = mlflow.get_experiment_by_name(name)
-    if found is not None:
-        return found.experiment_id
-    artifacts = (root / STORE_DIR / "artifacts").resolve()
-    artifacts.mkdir(parents=True, exist_ok=True)
-    return mlflow.create_experiment(name, artifact_location=artifacts.as_uri())
+    if found is None:
+        artifacts = (root / STORE_DIR / "artifacts").resolve()
+        artifacts.mkdir(parents=True, exist_ok=True)
+        return mlflow.create_experiment(name, artifact_location=artifacts.as_uri(), tags=dict([EXPERIMENT_KIND]))
+    if EXPERIMENT_KIND[0] not in found.tags:
+        mlflow.MlflowClient().set_experiment_tag(found.experiment_id, *EXPERIMENT_KIND)
+    return found.experiment_id
 
 
 def provenance_tags(root: Path = Path(".")) -> dict[str, str]:

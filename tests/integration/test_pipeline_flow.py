@@ -112,6 +112,7 @@ def _runs(parent: str | None = None) -> list:
 
 
 def test_smoke_pipeline_tracks_every_step_and_a_second_run_skips_them(overrides, project_dir):
+    import mlflow
     from mlflow import MlflowClient
 
     from flows.pipeline_flow import PipelineParams, pipeline_flow
@@ -143,6 +144,15 @@ def test_smoke_pipeline_tracks_every_step_and_a_second_run_skips_them(overrides,
     assert len(client.get_metric_history(critic.info.run_id, "train/loss")) == 3
     assert "advantages.md" in {a.path for a in client.list_artifacts(critic.info.run_id)}
     assert "dialogues.md" in {a.path for a in client.list_artifacts(nested["iter 1 rollouts"].info.run_id)}
+    rollouts = nested["iter 1 rollouts"]
+    traces = mlflow.search_traces(
+        locations=[rollouts.info.experiment_id], run_id=rollouts.info.run_id, return_type="list"
+    )
+    assert len(traces) == 2 and {a.name for a in traces[0].info.assessments} >= {"score"}
+    assert traces[0].info.tags["sweetflow.iteration"] == "1" and traces[0].info.tags["sweetflow.stage"] == "rollouts"
+    data = {d.dataset.name: d.dataset.digest for d in critic.inputs.dataset_inputs}
+    pairs = next(d for d in lock["stages"]["critic"]["deps"] if d["path"].endswith("pairs.jsonl"))
+    assert data[pairs["path"]] == pairs["md5"]  # the runs table's Dataset column: the DVC version read
     assert nested["iter 1 actor"].data.params["actor.algo"] == "sweet"
     candidate = client.get_model_version_by_alias("sweetflow-actor", "candidate")
     assert candidate.source == str(actor.resolve())

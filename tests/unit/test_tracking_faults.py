@@ -58,20 +58,10 @@ def test_eval_with_a_dead_tracking_server_stops_before_any_step(monkeypatch):
     assert "does not answer" in result.output and not out.exists()
 
 
-@pytest.fixture
-def store(tmp_path):
+def test_a_locked_store_fails_with_what_is_kept_and_how_to_log_it(mlflow_store):
     import mlflow
 
-    previous = mlflow.get_tracking_uri()
-    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'mlflow.db'}")
-    yield tmp_path, tracking.experiment_id("it-faults", tmp_path)
-    mlflow.set_tracking_uri(previous)
-
-
-def test_a_locked_store_fails_with_what_is_kept_and_how_to_log_it(store):
-    import mlflow
-
-    root, experiment = store
+    root, experiment = mlflow_store
     holder = sqlite3.connect(root / "mlflow.db", isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")  # another process writing, or one hung mid-write
     try:
@@ -103,10 +93,10 @@ ARTIFACT_WRITER = textwrap.dedent(
 )
 
 
-def test_a_full_disk_under_the_artifact_store_fails_with_what_is_kept(store):
+def test_a_full_disk_under_the_artifact_store_fails_with_what_is_kept(mlflow_store):
     """A file-size limit stands in for a full disk: the artifact's copy fails (EFBIG, as ENOSPC
     would) while the small writes to the store itself go through."""
-    root, _ = store
+    root, _ = mlflow_store
     big = root / "big.bin"
     big.write_bytes(b"x" * (4 << 20))
     limit = 2 << 20
