@@ -12,6 +12,7 @@ from typing import Any
 from components.data.model_prepare import is_complete, resolve_model
 from components.data.pull import dvc_pull
 from flows.plan import ROLLOUTS, PipelineAlgo, RunPlan, interpolate
+from flows.project_lock import project_step
 
 DEFAULT_MODEL = Path("models/smollm2-135m-instruct")
 
@@ -28,7 +29,8 @@ def pull_data(plan: RunPlan) -> list[str]:
     files = data_files(plan)
     tracked = [f"{f}.dvc" for f in files if Path(f"{f}.dvc").exists()]
     if tracked and plan.doc.get("data", {}).get("source", "dvc") == "dvc":
-        dvc_pull(targets=tracked)
+        with project_step("data pull", plan.run_dir):
+            dvc_pull(targets=tracked)
     missing = [str(f) for f in files if not f.exists()]
     if missing:
         raise FileNotFoundError(f"data file(s) {', '.join(missing)} not found (and no .dvc pointer to pull them)")
@@ -56,7 +58,9 @@ def prepare_model(plan: RunPlan) -> str:
     """The base model: the embedded default is prepared when missing; any other must resolve."""
     base = plan.doc["cory" if plan.single_turn else "train"]["model"]
     if Path(base) == DEFAULT_MODEL and not is_complete(DEFAULT_MODEL):
-        subprocess.run([sys.executable, "-m", "components.data.model_prepare", "--out", base], check=True)
+        with project_step("model preparation", plan.run_dir):
+            if not is_complete(DEFAULT_MODEL):  # another run may have prepared it meanwhile
+                subprocess.run([sys.executable, "-m", "components.data.model_prepare", "--out", base], check=True)
     for model in {base, *([] if plan.single_turn else [plan.doc["critic"]["model"]])}:
         resolve_model(model)
     return base

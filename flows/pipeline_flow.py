@@ -40,6 +40,7 @@ from flows import inputs
 from flows.baselines import BASELINES
 from flows.cluster import cluster_config, moved_to_cluster, run_step
 from flows.cory_tracking import summary_entries
+from flows.links import link_mlflow_run, prefect_tags
 from flows.plan import (
     CORY,
     QUALITY,
@@ -349,7 +350,8 @@ def pipeline_flow(params: PipelineParams = PipelineParams()) -> dict:
         "sweetflow.profile": plan.profile,
         "sweetflow.run_dir": str(plan.run_dir),
     }
-    with mlflow.start_run(experiment_id=experiment, run_name=plan.run_dir.name, tags=tags) as run:
+    with mlflow.start_run(experiment_id=experiment, run_name=plan.run_dir.name, tags=tags | prefect_tags()) as run:
+        link_mlflow_run(mlflow.get_tracking_uri(), experiment, run.info.run_id)
         n = iteration_count(params, plan)
         mlflow.log_params(tracking.flatten({"iterations": n, **plan.doc}))
         iterations: list[Iteration] = []

@@ -151,9 +151,11 @@ def dvc_repro(dvc_yaml: Path, stage: str, *, log_path: Path | None = None) -> bo
     and result line, or everything when $SWEETFLOW_VERBOSE is 1 (`sweetflow --verbose`); see
     flows/console.py. The stage's `python` is this interpreter (its folder leads PATH). If this
     process is stopped (Ctrl-C, SIGTERM turned into SystemExit), the whole group gets SIGTERM, so
-    the step's own child is not left running; its persisted outputs let the next run resume it."""
+    the step's own child is not left running; its persisted outputs let the next run resume it.
+    Another run's step holding the project is waited for first (flows/project_lock.py)."""
     from components.stages.catalogue import STAGES
     from flows.console import echo, run_logged
+    from flows.project_lock import project_step
     from flows.supervise import mark_step
 
     label = STAGES[stage].label if stage in STAGES else stage
@@ -161,16 +163,17 @@ def dvc_repro(dvc_yaml: Path, stage: str, *, log_path: Path | None = None) -> bo
     log_path = Path(dvc_yaml).parent / "logs" / f"{stage}.log" if log_path is None else Path(log_path)
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     skip = "didn't change, skipping"
-    mark_step(f"step {label} [{stage}] (log: {log_path})")
-    result = run_logged(
-        [sys.executable, "-m", "dvc", "repro", "--single-item", f"{dvc_yaml}:{stage}"],
-        log_path,
-        env,
-        watch=(skip,),
-        show=(skip, "skipping run, checking out outputs"),
-        hide=_DVC_GIT_HINTS,
-    )
-    mark_step(None)
+    with project_step(f"step {label} [{stage}]", Path(dvc_yaml).parent):  # one DVC step at a time per project
+        mark_step(f"step {label} [{stage}] (log: {log_path})")
+        result = run_logged(
+            [sys.executable, "-m", "dvc", "repro", "--single-item", f"{dvc_yaml}:{stage}"],
+            log_path,
+            env,
+            watch=(skip,),
+            show=(skip, "skipping run, checking out outputs"),
+            hide=_DVC_GIT_HINTS,
+        )
+        mark_step(None)
     if result.returncode != 0:
         failed = f"stage {dvc_yaml}:{stage} failed with exit code {result.returncode} (log: {log_path})"
         if result.disk_full:

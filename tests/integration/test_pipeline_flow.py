@@ -228,3 +228,40 @@ def test_a_pipeline_killed_in_training_resumes_from_its_checkpoint(overrides, pr
     assert int(checkpoints[0].name.split("-")[1]) < done
     rollouts = list(read_jsonl(critic_dir.parents[1] / "rollouts" / "trajectories.jsonl", Trajectory))
     assert len({t.key for t in rollouts}) == len(rollouts)
+
+
+RECORDS = ("trajectories.jsonl", "scores.jsonl", "pairs.jsonl", "turn_pairs.jsonl", "ranked.jsonl")
+
+
+def _records(run_dir: Path) -> dict[str, bytes]:
+    """A run folder's records (not its logs, metrics or timings), by path inside it."""
+    return {str(p.relative_to(run_dir)): p.read_bytes() for p in run_dir.rglob("*.jsonl") if p.name in RECORDS}
+
+
+@pytest.mark.slow  # three smoke runs, minutes: CI runs it with `make test-slow`
+def test_two_runs_at_once_both_finish_one_step_at_a_time_with_the_records_of_a_run_alone(
+    overrides, project_dir, tmp_path_factory
+):
+    alone_dir = tmp_path_factory.mktemp("alone")
+    shutil.copytree(project_dir, alone_dir, dirs_exist_ok=True, symlinks=True)  # the same project, untouched
+    cmd = [str(Path(sys.executable).parent / "sweetflow"), "run", "--profile", "smoke"]
+    cmd += [arg for o in overrides for arg in ("-S", o)]
+    runs = []
+    for seed in (1, 2):  # different seeds: two run folders of one project, as a schedule beside a user's run
+        runs.append(
+            subprocess.Popen(
+                [*cmd, "-S", f"pairs.seed={seed}"], cwd=project_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+            )
+        )
+        time.sleep(3)
+    outs = [proc.communicate(timeout=900)[0].decode() for proc in runs]
+    assert [proc.returncode for proc in runs] == [0, 0], outs[1][-3000:]
+    assert "waiting for the project's DVC state: held by pid" in "".join(outs)  # the waiter said for whom
+    assert "is busy" not in "".join(outs)
+    summaries = [json.loads(p.read_text()) for p in sorted(project_dir.glob("runs/pipeline/*/summary.json"))]
+    assert len(summaries) == 2
+    alone = subprocess.run([*cmd, "-S", "pairs.seed=2"], cwd=alone_dir, capture_output=True, text=True, timeout=900)
+    assert alone.returncode == 0, alone.stdout[-3000:]
+    (alone_run,) = alone_dir.glob("runs/pipeline/*")
+    together = _records(project_dir / "runs/pipeline" / alone_run.name)
+    assert together and together == _records(alone_run)  # the same records as a run alone, step for step

@@ -36,7 +36,8 @@ def test_the_data_a_stage_read_comes_from_its_lock_without_code_or_models(tmp_pa
 def test_the_default_remote_is_read_from_the_dvc_config_and_made_absolute(tmp_path):
     (tmp_path / ".dvc").mkdir()
     assert default_remote(tmp_path) is None
-    (tmp_path / ".dvc" / "config").write_text("[core]\n    remote = shared\n['remote \"shared\"']\n    url = ../store\n")
+    config = "[core]\n    remote = shared\n['remote \"shared\"']\n    url = ../store\n"
+    (tmp_path / ".dvc" / "config").write_text(config)
     assert default_remote(tmp_path) == str((tmp_path / "store").resolve())
     (tmp_path / ".dvc" / "config.local").write_text("['remote \"shared\"']\n    url = s3://bucket/dvc\n")
     assert default_remote(tmp_path) == "s3://bucket/dvc"
@@ -53,6 +54,7 @@ def test_inputs_fill_the_runs_dataset_column_with_the_dvc_digest_and_source(mlfl
     by_name = {d.dataset.name: d for d in logged}
     tasks = by_name["data/elicitation/tasks.jsonl"]
     assert tasks.dataset.digest == "a" * 32 and tasks.dataset.source_type == "dvc"
-    assert json.loads(tasks.dataset.source) == {"path": "data/elicitation/tasks.jsonl", "md5": "a" * 32, "remote": "/store"}
+    source = {"path": "data/elicitation/tasks.jsonl", "md5": "a" * 32, "remote": "/store"}
+    assert json.loads(tasks.dataset.source) == source
     assert {t.key: t.value for t in tasks.tags}["mlflow.data.context"] == "critic"
     assert set(by_name) == {"data/elicitation/tasks.jsonl", "runs/x/iter-1/rollouts/trajectories.jsonl"}
