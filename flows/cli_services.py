@@ -18,16 +18,20 @@ def ui(
     mlflow_port: int = typer.Option(5000, "--mlflow-port", help="port of the MLflow tracking server"),
     timeout: float = typer.Option(180.0, help="seconds to wait for both servers to answer"),
 ) -> None:
-    """Start the Prefect and MLflow servers on 127.0.0.1, print their URLs; Ctrl-C stops both."""
+    """Start the Prefect and MLflow servers on 127.0.0.1, print their URLs; Ctrl-C stops both. MLflow
+    serves the store of the project in the working directory (mlflow/mlflow.db there), where every
+    sweetflow command run in it tracks."""
     from flows.services import ServiceError, supervise, ui_services
 
     _setup()
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path.cwd()
     log_dir = repo / "runs" / "ui-logs"
 
     def ready(started: list) -> None:
         for run in started:
             typer.echo(f"{run.service.name:8s} {run.service.url}   (log: {run.log_path})")
+        for name, url in experiment_pages(f"http://127.0.0.1:{mlflow_port}"):
+            typer.echo(f"  {name}: {url}")
         typer.echo(
             f"MLflow shows the project store (mlflow/mlflow.db) as runs write it; for flow runs, "
             f"`sweetflow serve` and workers to report to this Prefect server: export PREFECT_API_URL="
@@ -40,6 +44,16 @@ def ui(
     except ServiceError as exc:
         _fail(str(exc))
     typer.echo("servers stopped")
+
+
+def experiment_pages(mlflow_url: str) -> list[tuple[str, str]]:
+    """Each sweetflow experiment of the store served at `mlflow_url` with the page of its runs."""
+    from mlflow import MlflowClient
+
+    from flows.links import runs_page
+
+    found = MlflowClient(tracking_uri=mlflow_url).search_experiments(filter_string="name LIKE 'sweetflow-%'")
+    return [(e.name, runs_page(mlflow_url, e.experiment_id)) for e in found]
 
 
 @app.command("serve")

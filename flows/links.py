@@ -17,11 +17,21 @@ def prefect_tags() -> dict[str, str]:
     return tags | ({"prefect.flow_run_url": str(flow_run.ui_url)} if flow_run.ui_url else {})
 
 
+RUNS_VIEW = "workflowType=machine_learning"  # MLflow 3's UI shows an experiment's GenAI pages unless told
+
+
+def runs_page(base_url: str, experiment_id: str, run_id: str | None = None) -> str:
+    """An experiment's runs table (or one run's page) in the MLflow UI at `base_url`. MLflow 3.17 picks
+    its view in the browser: the URL's `workflowType`, else the view last chosen there, else GenAI (an
+    empty overview for a training experiment), so every link sweetflow prints says which."""
+    return f"{base_url.rstrip('/')}/#/experiments/{experiment_id}/runs{f'/{run_id}' if run_id else ''}?{RUNS_VIEW}"
+
+
 def mlflow_run_url(tracking_uri: str, experiment_id: str, run_id: str) -> str | None:
     """The run's page in the MLflow UI when the store is a tracking server (None for a local store)."""
     if not tracking_uri.startswith(("http://", "https://")):
         return None
-    return f"{tracking_uri.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}"
+    return runs_page(tracking_uri, experiment_id, run_id)
 
 
 def link_mlflow_run(tracking_uri: str, experiment_id: str, run_id: str) -> None:

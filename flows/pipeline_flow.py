@@ -32,6 +32,7 @@ from prefect import flow, get_run_logger, task
 from components.data.records import Trajectory, read_jsonl
 from components.episodes.metrics import win_rate
 from components.stages.catalogue import STAGES, Kind, training_stages
+from components.tracking import datasets
 from components.tracking import store as tracking
 from components.tracking.compare import DEFAULT_EXPERIMENT, eval_runs, plot
 from components.tracking.critic_report import critic_quality_table
@@ -132,7 +133,11 @@ def track_task(
         "sweetflow.iteration": str(k),
     }
     name = f"iter {k} {stage}" if algo == plan.algo.value else f"iter {k} {algo} {stage}"
-    return track_stage(dvc_yaml, stage, ran, parent, experiment, name, tags)
+    tracked = track_stage(dvc_yaml, stage, ran, parent, experiment, name, tags)
+    inputs = datasets.stage_inputs(Path(dvc_yaml).parent / "dvc.lock", stage, datasets.default_remote())
+    with tracking.store_errors():  # the project's data files (not the run's own outputs) on the parent too
+        datasets.log_inputs(datasets.outside(inputs, plan.run_dir), context="pipeline", run_id=parent)
+    return tracked
 
 
 @task(name="registry gate", task_run_name="gate iter {k}")

@@ -90,12 +90,23 @@ def _dvc_source() -> Any:
     return DvcSource
 
 
-def log_inputs(inputs: list[DataInput], context: str) -> None:
-    """Each input as a dataset input of the active MLflow run, tagged with `context` (the stage)."""
+def log_inputs(inputs: list[DataInput], context: str, run_id: str | None = None) -> None:
+    """Each input as a dataset input of run `run_id` (default: the active run), tagged with `context`."""
     import mlflow
     from mlflow.data.meta_dataset import MetaDataset
+    from mlflow.entities import DatasetInput, InputTag
 
     source = _dvc_source()
+    entries = []
     for item in inputs:
         dataset = MetaDataset(source(item.path, item.md5, item.remote), name=item.path, digest=item.md5)
-        mlflow.log_input(dataset, context=context, tags={"dvc.size": json.dumps(item.size)})
+        tags = {"mlflow.data.context": context, "dvc.size": json.dumps(item.size)}
+        entries.append(DatasetInput(dataset._to_mlflow_entity(), [InputTag(k, v) for k, v in tags.items()]))
+    if entries:
+        mlflow.MlflowClient().log_inputs(run_id or mlflow.active_run().info.run_id, datasets=entries)
+
+
+def outside(inputs: list[DataInput], folder: Path) -> list[DataInput]:
+    """The inputs that do not lie under `folder` (a run's own outputs): the project's data files."""
+    inside = Path(folder).resolve()
+    return [i for i in inputs if not Path(i.path).resolve().is_relative_to(inside)]

@@ -153,6 +153,8 @@ def test_smoke_pipeline_tracks_every_step_and_a_second_run_skips_them(overrides,
     data = {d.dataset.name: d.dataset.digest for d in critic.inputs.dataset_inputs}
     pairs = next(d for d in lock["stages"]["critic"]["deps"] if d["path"].endswith("pairs.jsonl"))
     assert data[pairs["path"]] == pairs["md5"]  # the runs table's Dataset column: the DVC version read
+    on_parent = {d.dataset.name for d in parent.inputs.dataset_inputs}  # the project's data, not the run's own
+    assert on_parent == {"world/tasks.jsonl", "world/trajectories.jsonl"}
     assert nested["iter 1 actor"].data.params["actor.algo"] == "sweet"
     candidate = client.get_model_version_by_alias("sweetflow-actor", "candidate")
     assert candidate.source == str(actor.resolve())
