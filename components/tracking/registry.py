@@ -90,7 +90,11 @@ def register(model_dir: Path, run_id: str, metrics: dict, name: str = MODEL_NAME
     try:
         client.get_registered_model(name)
     except MlflowException:
-        client.create_registered_model(name, description="sweetflow actors of one task, evaluated on its eval split")
+        try:
+            client.create_registered_model(name, description="sweetflow actors of one task, scored on its eval split")
+        except MlflowException as exc:  # another run registered it meanwhile
+            if exc.error_code != "RESOURCE_ALREADY_EXISTS":
+                raise
     version = client.create_model_version(name, source=_source(client, model_dir, run_id), run_id=run_id, tags=tags)
     client.set_registered_model_alias(name, CANDIDATE, version.version)
     return version.version

@@ -40,9 +40,23 @@ def configure(root: Path = Path(".")) -> str:
         store = (root / STORE_DIR).resolve()
         store.mkdir(parents=True, exist_ok=True)
         uri = f"sqlite:///{store / 'mlflow.db'}"
+        create_once(uri, store / ".create.lock")
     check_reachable(uri)
     mlflow.set_tracking_uri(uri)
     return uri
+
+
+def create_once(uri: str, lock: Path) -> None:
+    """Open the project's sqlite store under an exclusive file lock, so that its tables are created
+    (MLflow migrates a new store on first use) by one process at a time: two runs starting together
+    on a new project both migrated it, and one failed ("table _alembic_tmp_experiments already exists")."""
+    import fcntl
+
+    from mlflow import MlflowClient
+
+    with open(lock, "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file closes, or when this process dies
+        MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
 
 
 def check_reachable(uri: str, timeout_s: float = REACH_TIMEOUT_S) -> None:
@@ -94,12 +108,18 @@ def experiment_id(name: str, root: Path = Path(".")) -> str:
     model-training experiment (EXPERIMENT_KIND) unless it says otherwise: MLflow 3's UI opens other
     experiments on the GenAI overview, empty here although every step's runs are in it."""
     import mlflow
+    from mlflow.exceptions import MlflowException
 
     found = mlflow.get_experiment_by_name(name)
     if found is None:
         artifacts = (root / STORE_DIR / "artifacts").resolve()
         artifacts.mkdir(parents=True, exist_ok=True)
-        return mlflow.create_experiment(name, artifact_location=artifacts.as_uri(), tags=dict([EXPERIMENT_KIND]))
+        try:
+            return mlflow.create_experiment(name, artifact_location=artifacts.as_uri(), tags=dict([EXPERIMENT_KIND]))
+        except MlflowException as exc:  # another run created it meanwhile
+            if exc.error_code != "RESOURCE_ALREADY_EXISTS":
+                raise
+            found = mlflow.get_experiment_by_name(name)
     if EXPERIMENT_KIND[0] not in found.tags:
         mlflow.MlflowClient().set_experiment_tag(found.experiment_id, *EXPERIMENT_KIND)
     return found.experiment_id
