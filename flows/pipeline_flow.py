@@ -134,9 +134,8 @@ def track_task(
     }
     name = f"iter {k} {stage}" if algo == plan.algo.value else f"iter {k} {algo} {stage}"
     tracked = track_stage(dvc_yaml, stage, ran, parent, experiment, name, tags)
-    inputs = datasets.stage_inputs(Path(dvc_yaml).parent / "dvc.lock", stage, datasets.default_remote())
     with tracking.store_errors():  # the project's data files (not the run's own outputs) on the parent too
-        datasets.log_inputs(datasets.outside(inputs, plan.run_dir), context="pipeline", run_id=parent)
+        datasets.log_inputs(datasets.outside(tracked["inputs"], plan.run_dir), context="pipeline", run_id=parent)
     return tracked
 
 

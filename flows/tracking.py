@@ -107,8 +107,9 @@ def track_stage(
     dvc_yaml: Path, stage: str, ran: bool, parent: str | None, experiment: str, run_name: str, tags: dict[str, str]
 ) -> dict[str, Any]:
     """The MLflow run of `stage` of the generated `dvc_yaml` (its params file beside it); returns
-    the run id and the stage's metrics. TrackingError when the store fails: the stage's outputs stay
-    on disk and the same command logs them (DVC skips the stage, and a skipped stage is tracked)."""
+    the run id, the stage's metrics and its data inputs (DataInput). TrackingError when the store
+    fails: the stage's outputs stay on disk and the same command logs them (DVC skips the stage, and
+    a skipped stage is tracked)."""
     from flows.cory_tracking import track_cory
 
     spec, folder = STAGES[stage], Path(dvc_yaml).parent
@@ -130,7 +131,7 @@ def track_stage(
     with tracking.store_errors(disk=True):  # a full disk under a local artifact store included
         if spec.kind == Kind.cory:
             run_id = track_cory(doc, metrics, files, run_name, parent, experiment, tags, inputs)
-            return {"run_id": run_id, "metrics": metrics}
+            return {"run_id": run_id, "metrics": metrics, "inputs": inputs}
         sample = int(interpolate(f"${{{spec.sample_key}}}", doc)) if spec.sample_key else 0
         traced = int(interpolate(f"${{{spec.trace_key}}}", doc)) if spec.trace_key else 0
         run_id = log_nested_run(
@@ -147,4 +148,4 @@ def track_stage(
             trace_dialogues=traced,
             inputs=inputs,
         )
-    return {"run_id": run_id, "metrics": metrics, "metrics_file": str(metrics_path)}
+    return {"run_id": run_id, "metrics": metrics, "metrics_file": str(metrics_path), "inputs": inputs}

@@ -84,16 +84,13 @@ def share_difference(
     agree_a: np.ndarray, agree_b: np.ndarray, counts: np.ndarray, samples: int = 2000, seed: int = 0
 ) -> dict[str, float]:
     """Agreement of scorer a minus scorer b over the same states' comparisons (per state: agreeing
-    comparisons of each, comparisons), with a 95% interval resampling the states with comparisons."""
-    keep = counts > 0
-    agree_a, agree_b, counts = agree_a[keep], agree_b[keep], counts[keep]
+    comparisons of each, comparisons), with a 95% interval resampling the states with comparisons:
+    the pooled share of the per-state differences (`ratio_interval` on a - b)."""
+    diff, keep = np.asarray(agree_a) - np.asarray(agree_b), counts > 0
     if counts.sum() == 0:
         return {"difference": float("nan"), "low": float("nan"), "high": float("nan"), "states": 0}
-    diff = float((agree_a.sum() - agree_b.sum()) / counts.sum())
-    picks = np.random.default_rng(seed).integers(0, len(counts), size=(samples, len(counts)))
-    diffs = (agree_a[picks].sum(axis=1) - agree_b[picks].sum(axis=1)) / counts[picks].sum(axis=1)
-    low, high = np.percentile(diffs, [2.5, 97.5])
-    return {"difference": diff, "low": float(low), "high": float(high), "states": int(len(counts))}
+    low, high = ratio_interval(diff, counts, samples, seed)
+    return {"difference": float(diff.sum() / counts.sum()), "low": low, "high": high, "states": int(keep.sum())}
 
 
 def turn_pair_classes(chosen_values: Sequence[float], rejected_values: Sequence[float]) -> dict[str, float]:
