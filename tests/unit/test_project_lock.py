@@ -16,6 +16,7 @@ from flows.project_lock import project_step
 with project_step("step critic [critic]", "runs/pipeline/first", Path(sys.argv[1])):
     print("held", flush=True)
     time.sleep(float(sys.argv[2]))
+    print(time.time(), flush=True)  # the last moment it holds the project
 """
 
 
@@ -29,7 +30,9 @@ def test_a_second_step_waits_for_the_first_and_says_for_whom(tmp_path, capsys):
     first = _holding(tmp_path, 1.5)
     with project_step("step evaluation [eval_zero_shot]", "runs/pipeline/second", tmp_path) as waited:
         assert holder(tmp_path / HOLDER)["run"] == "runs/pipeline/second"
-        assert first.poll() == 0  # the first had finished before the second went on
+        went_on = time.time()
+    assert float(first.stdout.readline()) <= went_on  # the first was done holding before the second went on
+    assert first.wait(timeout=10) == 0
     assert waited > 0.5
     out = capsys.readouterr().out
     assert "waiting for the project's DVC state: held by pid" in out
