@@ -15,10 +15,14 @@ critic's pooled over the seeds' ranked states (paired by state, from each run's 
 With `--best-of N`, each seed also evaluates the
 base model with critic-guided best-of-N (`sweetflow eval --best-of N`) under the trained critic, the
 untrained one (`--critic base`) and plain sampling (`--best-of 1`), on `--best-of-limit` held-out
-tasks. Wall times are per seed.
+tasks. Wall times are per seed. `--run SEED=DIR` reads a seed from a run folder that finished
+before (say, in an earlier session) instead of running it again; where that folder no longer has its
+per-task scores (a cleared DVC cache), the seed counts through each evaluation's metrics.json only.
+`across_seeds` holds the same differences at the seed level: each seed's difference of mean scores,
+their mean and a Student-t 95% interval over the seeds.
 Writes benchmarks/results/learning.json.
 Usage: python benchmarks/learning.py [--seeds 0,1,2] [--profile default|data128] [--baselines mtdpo,sweet-untrained]
-       [--best-of 4] [-S section.key=value ...]
+       [--best-of 4] [-S section.key=value ...] [--run SEED=DIR ...]
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ import numpy as np
 
 from components.episodes.metrics import bootstrap_ci
 from components.lm.critic_quality import share_difference
+from components.tracking.frontier import t_interval
 
 ALGOS = ("zero-shot", "sweet", "mtdpo", "rft", "sweet-untrained")
 BASELINES = ",".join(ALGOS[2:])  # all of them by default
@@ -119,6 +124,30 @@ def task_scores(folder: Path) -> dict[int, tuple[float, float]]:
     return {r["index"]: (float(r["score"] or 0.0), float(bool(r["success"]))) for r in rows}
 
 
+def seed_summary(folder: Path) -> tuple[dict, dict[int, tuple[float, float]] | None]:
+    """One evaluation's summary and per-task scores; from its metrics.json alone (no per-task
+    scores) when scores.jsonl is gone."""
+    if (folder / "scores.jsonl").exists():
+        per_task = task_scores(folder)
+        return summary(per_task), per_task
+    m = json.loads((folder / "metrics.json").read_text())
+    ci = (m["mean_score_ci_low"], m["mean_score_ci_high"])
+    return {"n": m["n"], "mean_score": m["mean_score"], "mean_score_ci": ci, "from": "metrics.json"}, None
+
+
+def across_seeds(seeds: dict) -> dict:
+    """Each comparison's per-seed difference of mean scores, their mean and a t interval over seeds."""
+    present = [a for a in ALGOS if any(a in entry for entry in seeds.values())]
+    pairs = [(a, "zero-shot") for a in present[1:]] + [p for p in PAIRED if p[0] in present and p[1] in present]
+    out = {}
+    for a, b in pairs:
+        diffs = [e[a]["mean_score"] - e[b]["mean_score"] for e in seeds.values() if a in e and b in e]
+        mean, low, high = t_interval(np.array(diffs))
+        ci = (low, high) if len(diffs) > 1 else None
+        out[f"{a} minus {b}"] = {"per_seed": diffs, "difference": mean, "ci": ci, "n_seeds": len(diffs)}
+    return out
+
+
 def bootstrap(values: np.ndarray) -> tuple[float, float]:
     return bootstrap_ci(values, samples=4000)
 
@@ -191,13 +220,26 @@ def main() -> None:
     parser.add_argument("--best-of", type=int, default=0, help="N of the best-of-N evaluations (0: none)")
     parser.add_argument("--best-of-limit", type=int, default=32, help="held-out tasks of each best-of-N evaluation")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/learning.json"))
+    parser.add_argument(
+        "--run",
+        dest="runs",
+        action="append",
+        default=[],
+        metavar="SEED=DIR",
+        help="read that seed from a finished run folder instead of running it (wall_s is then null)",
+    )
     args = parser.parse_args()
+    finished = {int(seed): Path(folder) for seed, folder in (run.split("=", 1) for run in args.runs)}
     result: dict = {"profile": args.profile, "machine": platform.processor() or platform.machine(), "seeds": {}}
     by_algo: dict[str, list] = defaultdict(list)
     for seed in [int(s) for s in args.seeds.split(",")]:
-        run_dir, seconds = run_seed(seed, args.profile, args.baselines, args.sets)
-        per_algo = {algo: task_scores(folder) for algo, folder in eval_dirs(run_dir).items() if folder.exists()}
-        entry = {"run_dir": str(run_dir), "wall_s": seconds} | {algo: summary(sc) for algo, sc in per_algo.items()}
+        if seed in finished:
+            run_dir, seconds = finished[seed], None
+        else:
+            run_dir, seconds = run_seed(seed, args.profile, args.baselines, args.sets)
+        read = {algo: seed_summary(folder) for algo, folder in eval_dirs(run_dir).items() if folder.exists()}
+        per_algo = {algo: per_task for algo, (_, per_task) in read.items() if per_task is not None}
+        entry = {"run_dir": str(run_dir), "wall_s": seconds} | {algo: figures for algo, (figures, _) in read.items()}
         entry["paired"] = differences({algo: [scores] for algo, scores in per_algo.items()})
         entry["critic_quality"] = quality_of(run_dir)
         if args.best_of:
@@ -206,11 +248,13 @@ def main() -> None:
         for algo, scores in per_algo.items():
             by_algo[algo].append(scores)
         result["paired"] = differences(by_algo)
+        result["across_seeds"] = across_seeds(result["seeds"])
         result["critic_quality_mean"] = mean_quality(result["seeds"])
         result["agreement_pooled"] = pooled_agreement([Path(e["run_dir"]) for e in result["seeds"].values()])
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=2) + "\n")  # after each seed: nothing lost on a crash
-    print(json.dumps({k: result[k] for k in ("paired", "critic_quality_mean", "agreement_pooled")}, indent=2))
+    shown = ("paired", "across_seeds", "critic_quality_mean", "agreement_pooled")
+    print(json.dumps({k: result[k] for k in shown}, indent=2))
 
 
 if __name__ == "__main__":
