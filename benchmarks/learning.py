@@ -101,10 +101,14 @@ def quality_of(run_dir: Path) -> dict[str, dict]:
     return out
 
 
+def trained_critic(run_dir: Path) -> Path:
+    return run_dir / "iter-1/train/critic/model"
+
+
 def best_of_n(seed: int, profile: str, run_dir: Path, n: int, limit: int, extra: list[str]) -> dict:
     """The base model evaluated with critic-guided best-of-N: trained critic, untrained, plain sampling."""
     sweetflow = str(Path(sys.executable).parent / "sweetflow")
-    arms = {"trained": (n, str(run_dir / "iter-1/train/critic/model")), "untrained": (n, "base"), "plain": (1, None)}
+    arms = {"trained": (n, str(trained_critic(run_dir))), "untrained": (n, "base"), "plain": (1, None)}
     out = {}
     for arm, (count, critic) in arms.items():
         folder = run_dir / f"best-of/{arm}-{count}"
@@ -242,7 +246,10 @@ def main() -> None:
         entry = {"run_dir": str(run_dir), "wall_s": seconds} | {algo: figures for algo, (figures, _) in read.items()}
         entry["paired"] = differences({algo: [scores] for algo, scores in per_algo.items()})
         entry["critic_quality"] = quality_of(run_dir)
-        if args.best_of:
+        critic = trained_critic(run_dir)
+        if args.best_of and not critic.exists():
+            print(f"seed {seed}: no best-of-N, its trained critic {critic} is gone", file=sys.stderr)
+        elif args.best_of:
             entry["best_of"] = best_of_n(seed, args.profile, run_dir, args.best_of, args.best_of_limit, args.sets)
         result["seeds"][seed] = entry
         for algo, scores in per_algo.items():
