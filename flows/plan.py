@@ -185,6 +185,9 @@ class RunPlan:
         return self.iteration_dir(k) / ("eval" if k == 0 else "train/eval")
 
 
+LOGGING_ONLY = tuple(sorted({k for stage in STAGES.values() for k in (stage.sample_key, stage.trace_key) if k}))
+
+
 def plan_run(
     algo: str,
     profile: str = profiles.DEFAULT,
@@ -197,7 +200,8 @@ def plan_run(
     and rft, a single-turn one for cory and ppo (which play gsm8k when the profile's is collaborative).
 
     The folder is named by a hash of the parameters, less the `cluster` section (placement changes
-    no result: a run moved to Ray resumes the local one); for CORY/PPO, `cory.iterations` is left
+    no result: a run moved to Ray resumes the local one) and the counts of dialogues logged to MLflow
+    (LOGGING_ONLY); for CORY/PPO, `cory.iterations` is left
     out of it too, so that a longer run resumes the shorter one's checkpoint (the per-iteration rows
     are kept)."""
     try:
@@ -212,6 +216,9 @@ def plan_run(
     identity = copy.deepcopy(doc)
     identity.get("cory", {}).pop("iterations", None)
     identity.pop("cluster", None)  # where the steps run does not change what they compute
+    for key in LOGGING_ONLY:  # nor how many dialogues are logged to MLflow
+        section, _, name = key.partition(".")
+        identity.get(section, {}).pop(name, None)
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:8]
     name = f"{algo.value}-{doc[TASK]['name']}-{profile}"
     return RunPlan(algo, profile, doc, Path(runs_root) / f"{name}-{digest}")

@@ -44,6 +44,17 @@ def test_where_the_steps_run_is_kept_in_the_run_but_not_in_its_folder_name(plan)
     assert "cluster" not in pp.dvc_stage(STAGES["rollouts"], "elicitation")["params"]
 
 
+def test_how_many_dialogues_are_logged_is_kept_in_the_run_but_not_in_its_folder_name(plan):
+    assert set(pp.LOGGING_ONLY) == {
+        f"{s}.{k}" for s in ("eval", "rollouts") for k in ("sample_dialogues", "trace_dialogues")
+    }
+    fewer = ["rollouts.per_task=3", "eval.trace_dialogues=0", "rollouts.sample_dialogues=1"]
+    logged_less = pp.plan_run("sweet", "smoke", fewer, task="colbench-backend")
+    assert logged_less.run_dir == plan.run_dir
+    assert logged_less.doc["eval"]["trace_dialogues"] == 0 and plan.doc["eval"]["trace_dialogues"] == 2
+    assert pp.plan_run("sweet", "smoke", [*fewer, "eval.limit=1"], task="colbench-backend").run_dir != plan.run_dir
+
+
 def test_iteration_k_starts_from_the_last_actor_with_its_own_folders_and_seeds(plan):
     base = plan.doc["train"]["model"]
     zero, first, second = (
