@@ -2,7 +2,7 @@
 
 Each of N Ray actors builds its own agent engine (vLLM: `cluster.tensor_parallel` GPUs, when the
 cluster has GPUs), with the LLM simulator sharing it when the simulator has no model of its own,
-and plays every N-th job with the step's driver (components/episodes/play.py). Each trajectory
+and plays every N-th job with the step's driver (components/episodes/build.py). Each trajectory
 comes back through a Ray queue as soon as its episode ends, and this process appends it to the
 step's file, so a crash loses only episodes still in flight, as with one engine; a re-run resumes.
 The engines on one node split its CPUs: each actor pins itself to its own block (`core_shares`)
@@ -49,7 +49,7 @@ class EpisodeWorker:
     def play(self, jobs: list[EpisodeJob], queue, worker: int, cpus: list[int]) -> None:
         """Build the driver on `cpus`, run `jobs`, putting each trajectory on `queue` as it ends, then
         ("done", worker, stats); a failure (the engine build's too) as ("error", worker, text)."""
-        from components.episodes.play import build_driver, close_engines
+        from components.episodes.build import build_driver, close_engines  # the engine's imports, in the actor
 
         driver = None
         try:

@@ -9,7 +9,7 @@ Reads: nothing itself (the engines read the model folder or reach the server). W
   without "#model_name" the server's first listed model is used. Pass `tokenizer=<folder>` in
   options to enable token-level `generate` over HTTP, and `max_retries`, `backoff_s`,
   `retry_setting` for its retries of failed requests (the episode stages pass their
-  `openai_retries`/`openai_backoff_s`, see components/episodes/play.py `openai_options`).
+  `openai_retries`/`openai_backoff_s`, see components/episodes/build.py `openai_options`).
 - "auto": "vllm" when vLLM imports on this machine, else "hf".
 
 `options` go to the engine's constructor unchanged (see VLLMEngine, HFEngine, OpenAIEngine);

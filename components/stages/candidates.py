@@ -25,8 +25,8 @@ from components.config.training import CandidatesConfig, TrainLayout
 from components.data.records import Candidate, Trajectory, TurnCandidates, read_jsonl, read_resumable, write_jsonl
 from components.data.split import hashed_below
 from components.engines.base import SamplingConfig
+from components.episodes.build import engine_for, openai_options
 from components.episodes.driver import derive_seed
-from components.episodes.play import engine_for, openai_options
 from components.stages.cli import stage_cli
 from components.stages.result import StageResult
 

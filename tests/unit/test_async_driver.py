@@ -16,7 +16,7 @@ import pytest
 from components.config.sections import DataConfig, DriverKind, EpisodeSection, EpisodeStageConfig
 from components.data.split import Split
 from components.engines.base import StreamingEngine
-from components.episodes import play
+from components.episodes import build, play
 from components.episodes.async_driver import AsyncEpisodeDriver
 from components.episodes.driver import EpisodeConfig, EpisodeDriver, EpisodeJob
 from components.episodes.simulators import LLMSimulator, RetrievalSimulator
@@ -158,10 +158,10 @@ def test_an_engine_that_cannot_stream_is_refused(tokenizer):
     ],
 )
 def test_build_driver_picks_the_driver(tokenizer, monkeypatch, caplog, kind, engine_class, driver_class):
-    monkeypatch.setattr(play, "engine_for", lambda *args, **kwargs: engine_class(tokenizer, varied))
+    monkeypatch.setattr(build, "engine_for", lambda *args, **kwargs: engine_class(tokenizer, varied))
     cfg = EpisodeStageConfig(engine="hf", split=Split.all)
-    with caplog.at_level(logging.WARNING, logger="components.episodes.play"):
-        driver = play.build_driver(cfg, EpisodeSection(driver=kind), 0, BACKEND)
+    with caplog.at_level(logging.WARNING, logger="components.episodes.build"):
+        driver = build.build_driver(cfg, EpisodeSection(driver=kind), 0, BACKEND)
     assert type(driver) is driver_class
     warned = "cannot stream" in caplog.text
     assert warned == (kind == DriverKind.async_ and driver_class is EpisodeDriver)

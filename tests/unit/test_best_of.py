@@ -13,7 +13,7 @@ from components.config.sections import EpisodeSection, EvalConfig
 from components.data.records import Trajectory, read_jsonl
 from components.data.split import Split
 from components.engines.base import Generation
-from components.episodes import play
+from components.episodes import build
 from components.episodes.best_of import BestOfN, CriticRanker, candidate_seed, check_best_of, critic_information
 from components.episodes.driver import EpisodeJob
 from components.episodes.episode import Episode, EpisodeSteps
@@ -66,7 +66,7 @@ def guessing_script(task):
 
 
 def evaluation(tmp_path, monkeypatch, engine, task, sampler, name):
-    monkeypatch.setattr(play, "engine_for", lambda *args, **kwargs: engine)
+    monkeypatch.setattr(build, "engine_for", lambda *args, **kwargs: engine)
     cfg = EvalConfig(engine="hf", limit=None, bootstrap_samples=200, out_dir=tmp_path / name)
     episode = EpisodeSection(max_turns=2, max_tokens=32, temperature=1.0)
     metrics = evaluate.run(cfg, episode, task, cfg.out_dir, sampler).metrics

@@ -16,7 +16,7 @@ from components.config.training import CandidatesConfig
 from components.engines.base import Engine, SamplingConfig
 from components.engines.factory import make_engine
 from components.engines.openai_engine import EndpointError, OpenAIEngine
-from components.episodes import play
+from components.episodes import build
 from components.tasks.colbench_backend import ColbenchBackend
 
 DELAY_S = 0.3
@@ -216,8 +216,8 @@ def test_connection_refused_fails_fast():
 
 
 def test_stage_retry_settings_reach_agent_and_simulator(server_url, tmp_path, monkeypatch):
-    assert play.openai_options(EvalConfig())["retry_setting"] == "eval.openai_retries"
-    assert play.openai_options(CandidatesConfig(openai_retries=4)) == {  # the candidates stage's engine
+    assert build.openai_options(EvalConfig())["retry_setting"] == "eval.openai_retries"
+    assert build.openai_options(CandidatesConfig(openai_retries=4)) == {  # the candidates stage's engine
         "max_retries": 4,
         "backoff_s": 1.0,
         "retry_setting": "candidates.openai_retries",
@@ -230,9 +230,9 @@ def test_stage_retry_settings_reach_agent_and_simulator(server_url, tmp_path, mo
         openai_retries=5,
         openai_backoff_s=0.25,
     )
-    monkeypatch.setattr(play, "EpisodeDriver", lambda agent, simulator, ep_cfg, task: (agent, simulator))
+    monkeypatch.setattr(build, "EpisodeDriver", lambda agent, simulator, ep_cfg, task: (agent, simulator))
     task = ColbenchBackend({"data": DataConfig(backend_tasks=tmp_path / "tasks.jsonl")})
-    agent, simulator = play.build_driver(cfg, EpisodeSection(), 0, task)
+    agent, simulator = build.build_driver(cfg, EpisodeSection(), 0, task)
     assert (agent.model_name, simulator.engine.model_name) == ("agent", "sim")
     for engine in (agent, simulator.engine):
         assert (engine.max_retries, engine.backoff_s) == (5, 0.25)
