@@ -21,8 +21,8 @@ from typing import Any, Sequence
 
 from components.cory.state import INITIAL_EVAL, ITERATIONS, SAMPLES, read_rows
 from components.tracking.datasets import DataInput
+from components.tracking.nested import log_nested_run
 from flows.played import played_class
-from flows.tracking import log_nested_run
 
 SAMPLED = ("sampled_reward", "sampled_kl", "sampled_objective", "entropy", "distinct_1", "distinct_2")
 

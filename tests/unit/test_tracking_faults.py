@@ -79,7 +79,7 @@ ARTIFACT_WRITER = textwrap.dedent(
     from pathlib import Path
     import mlflow
     from components.tracking import store as tracking
-    from flows.tracking import log_nested_run
+    from components.tracking.nested import log_nested_run
 
     root = Path(sys.argv[1])
     mlflow.set_tracking_uri(f"sqlite:///{root / 'mlflow.db'}")
