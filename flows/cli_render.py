@@ -1,5 +1,5 @@
 """`sweetflow render`: a page rendered exactly as the ColBench frontend scorer and designer see it.
-Registers itself on flows.cli's `app`."""
+Registers itself on flows.cli_app's `app`."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from pathlib import Path
 
 import typer
 
-from flows.cli import _fail, app
+from flows.cli_app import SERVICES, app, fail
 
 
-@app.command("render")
+@app.command("render", rich_help_panel=SERVICES)
 def render(
     html: Path = typer.Option(..., help="HTML file (a page, or a message holding one)"),
     out: Path = typer.Option(..., help="PNG to write (full page, cut at the settings' max height)"),
@@ -25,7 +25,7 @@ def render(
     from components.tasks.colbench_frontend import extract_html
 
     if not html.is_file():
-        _fail(f"{html} not found")
+        fail(f"{html} not found")
     text = html.read_text(errors="replace")
     cfg = load_section(FrontendConfig, "frontend")
     try:
@@ -33,7 +33,7 @@ def render(
         with Renderer(assets, pages=1, settings=RenderSettings(timeout_s=cfg.render_timeout_s)) as renderer:
             (snapshot,) = renderer.snapshot_many([extract_html(text) or text])
     except FileNotFoundError as exc:  # no Chromium, or no Tailwind files: the message says how
-        _fail(str(exc))
+        fail(str(exc))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(snapshot.png)
     from PIL import Image

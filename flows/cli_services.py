@@ -9,10 +9,10 @@ from typing import Optional
 
 import typer
 
-from flows.cli import _fail, _setup, app
+from flows.cli_app import SERVICES, app, fail, setup
 
 
-@app.command("ui")
+@app.command("ui", rich_help_panel=SERVICES)
 def ui(
     prefect_port: int = typer.Option(4200, "--prefect-port", help="port of the Prefect server (UI + API)"),
     mlflow_port: int = typer.Option(5000, "--mlflow-port", help="port of the MLflow tracking server"),
@@ -23,7 +23,7 @@ def ui(
     sweetflow command run in it tracks."""
     from flows.services import ServiceError, supervise, ui_services
 
-    _setup()
+    setup()
     repo = Path.cwd()
     log_dir = repo / "runs" / "ui-logs"
 
@@ -42,7 +42,7 @@ def ui(
     try:
         supervise(ui_services(repo, prefect_port, mlflow_port), log_dir, timeout=timeout, on_ready=ready)
     except ServiceError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     typer.echo("servers stopped")
 
 
@@ -56,7 +56,7 @@ def experiment_pages(mlflow_url: str) -> list[tuple[str, str]]:
     return [(e.name, runs_page(mlflow_url, e.experiment_id)) for e in found]
 
 
-@app.command("serve")
+@app.command("serve", rich_help_panel=SERVICES)
 def serve(
     cron: str = typer.Option(..., help='cron schedule, 5 fields, e.g. "0 2 * * *" (02:00 daily)'),
     name: Optional[str] = typer.Option(None, help="deployment name [<flow>-scheduled]"),
@@ -88,7 +88,7 @@ def serve(
         using_api,
     )
 
-    _setup()
+    setup()
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per API poll otherwise
     try:
         cron_schedule(cron, timezone)
@@ -110,4 +110,4 @@ def serve(
             )
             serve_forever(deployment)
     except ServeError as exc:
-        _fail(str(exc))
+        fail(str(exc))

@@ -288,19 +288,19 @@ def test_verbose_flag_sets_the_env_var(logging_restored):
 
 
 def test_setup_keeps_libraries_and_prefect_console_at_warning(logging_restored):
-    from flows.cli import _setup
+    from flows.cli_app import setup
 
-    _setup()
+    setup()
     assert logging.getLogger().level == logging.WARNING
     assert os.environ["PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL"] == "WARNING"
     assert all(h.level == logging.WARNING for h in logging_restored)
 
 
 def test_setup_verbose_shows_info(logging_restored, monkeypatch):
-    from flows.cli import _setup
+    from flows.cli_app import setup
 
     monkeypatch.setenv(VERBOSE_ENV, "1")
-    _setup()
+    setup()
     assert logging.getLogger().level == logging.INFO
     assert "PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL" not in os.environ
     assert all(h.level == logging.NOTSET for h in logging_restored)
