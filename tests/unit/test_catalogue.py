@@ -56,23 +56,67 @@ def test_each_algorithm_runs_its_training_stages_in_order():
     assert "${train.out_dir}/pairs/pairs.jsonl" in dvc_stage(STAGES["actor"], "colbench-backend", "mtdpo")["deps"]
 
 
+def imported_names(path) -> list[str]:
+    """Every module name a file imports, anywhere in it (`from a import b` gives a and a.b)."""
+    names = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names += [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+    return names
+
+
 def test_components_never_import_flows_or_prefect():
-    offenders = []
-    for path in sorted((CODE_ROOT / "components").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = (
-                [a.name for a in node.names]
-                if isinstance(node, ast.Import)
-                else [node.module or ""]
-                if isinstance(node, ast.ImportFrom)
-                else []
-            )
-            offenders += [
-                f"{path.relative_to(CODE_ROOT)}: {n}"
-                for n in names
-                if n.split(".")[0] in ("flows", "prefect", "prefect_ray")
-            ]
+    offenders = [
+        f"{path.relative_to(CODE_ROOT)}: {n}"
+        for path in sorted((CODE_ROOT / "components").rglob("*.py"))
+        for n in imported_names(path)
+        if n.split(".")[0] in ("flows", "prefect", "prefect_ray")
+    ]
     assert offenders == []
+
+
+def import_cycles(modules: dict[str, set[str]]) -> list[list[str]]:
+    """The modules on a cycle of the graph `modules` (module -> the modules it imports), one list per
+    strongly connected component of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in modules[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = stack[stack.index(v) :]
+            del stack[stack.index(v) :]
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in modules:
+        if v not in index:
+            visit(v)
+    return cycles
+
+
+def test_no_import_cycles_in_components_or_flows():
+    files = {
+        ".".join(path.relative_to(CODE_ROOT).with_suffix("").parts).removesuffix(".__init__"): path
+        for package in ("components", "flows")
+        for path in (CODE_ROOT / package).rglob("*.py")
+    }
+    graph = {m: {n for n in imported_names(path) if n in files and n != m} for m, path in files.items()}
+    assert import_cycles(graph) == []
+    planted = graph | {"components.data.records": graph["components.data.records"] | {"components.episodes.play"}}
+    (cycle,) = import_cycles(planted)  # records <- play (through its imports) <- records
+    assert {"components.data.records", "components.episodes.play"} <= set(cycle)
 
 
 def test_a_stage_run_logs_the_sections_of_the_task_it_played():
