@@ -14,7 +14,7 @@ Collaborative-task algorithms (sweet, mtdpo, rft) on the task `task.name` names 
 elicitation, ...: components/tasks): iteration 0 generates the task's records when the task has a
 generator stage, then evaluates the base model (stage eval_zero_shot). Iteration k >= 1 collects
 rollouts with actor k-1 (the base model for k = 1), trains actor k with the algorithm's stages
-(the SWEET-RL loop of ALGORITHMS.md steps 1-8, or a baseline) and evaluates it (eval_actor).
+(the SWEET-RL loop of docs/algorithms.md steps 1-8, or a baseline) and evaluates it (eval_actor).
 Rollout and candidate seeds move with k so that iterations sample afresh; the eval seeds stay
 fixed so that iterations are compared on the same episodes.
 

@@ -4,7 +4,7 @@ Reads and writes nothing. Defaults equal params.yaml's `cory` section, sized for
 with the 135M default model. Measured there (2 cores): CORY ~63 s per iteration with vLLM (after
 a one-time ~90 s engine build), ~107 s with hf; PPO ~41 s and ~61 s; so 10 minutes hold about
 7 CORY or 12 PPO iterations with vLLM. The paper's GSM8K values (Ma et al. 2024, sec. 5 and
-ALGORITHMS.md "CORY": batch 32, eta 0.01, 100 iterations, lr 1e-4 for CORY and 1e-5 for PPO,
+docs/algorithms.md "CORY": batch 32, eta 0.01, 100 iterations, lr 1e-4 for CORY and 1e-5 for PPO,
 T = 5, clip 0.2, gamma 1, lambda 0.95) are noted beside each field and belong in a GPU profile.
 
 Learning rates: each algorithm has its own, as in the paper (GSM8K: 1e-4 for CORY, 1e-5 for PPO):

@@ -2,7 +2,7 @@
 
 Values come from params.yaml and are overridden by CLI flags / flow parameters. Unknown keys and
 contradictory or out-of-range values are rejected at load time with a message naming the field
-(DESIGN.md convention 3).
+(docs/design.md convention 3).
 """
 
 from __future__ import annotations

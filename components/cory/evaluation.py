@@ -1,6 +1,6 @@
 """Evaluate one agent alone on a task's fixed held-out slice (reads and writes no files).
 
-As in Ma et al. 2024 (sec. 5; ALGORITHMS.md "CORY"), either agent is used alone at inference, with
+As in Ma et al. 2024 (sec. 5; docs/algorithms.md "CORY"), either agent is used alone at inference, with
 the query-only prompt. Per agent, on one answer per prompt at `cory.eval_temperature` (greedy by
 default):
 - reward: mean task reward r(q, a) (components/cory/tasks.py);

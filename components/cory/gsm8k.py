@@ -3,7 +3,7 @@
 Reads data/gsm8k/{train,test}.jsonl (DVC-tracked), one {"question", "answer"} object a line, where
 the gold answer is the text after "####" at the end of `answer`. Writes nothing.
 
-Reward (Ma et al. 2024, GSM8K setting; ALGORITHMS.md "CORY"): r(q, a) = 1 when the LAST number in
+Reward (Ma et al. 2024, GSM8K setting; docs/algorithms.md "CORY"): r(q, a) = 1 when the LAST number in
 the completion a equals the gold answer, else 0. Numbers are compared as `Decimal`s, not strings,
 so "5.0" == "5", "0.50" == ".5" and "1,234" == "1234". A number may carry a sign ("-5", "−5"),
 thousands commas, a decimal part, and a currency symbol or unit around it ("$18", "18 dollars",

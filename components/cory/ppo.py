@@ -1,7 +1,7 @@
 """One PPO update of one agent on its samples of an iteration (reads and writes no files).
 
 The RLHF form of PPO (Ziegler et al. 2019; TRL's PPOTrainer), which CORY runs per agent
-(Ma et al. 2024, sec. 3; ALGORITHMS.md "CORY"); the math is in components.cory.ppo_losses:
+(Ma et al. 2024, sec. 3; docs/algorithms.md "CORY"); the math is in components.cory.ppo_losses:
 1. score the samples once, without gradients: the agent's log-probs and values, the reference
    pi_0's log-probs (adapters disabled) and the exact per-position KL between the two;
 2. per-token rewards by the configured shaping (components.cory.shaping): `paper`,

@@ -1,6 +1,6 @@
 """Pure PPO math for CORY's two agents (torch only; reads and writes no files).
 
-Each CORY agent is trained with its own PPO (Ma et al. 2024, sec. 3 and ALGORITHMS.md "CORY"),
+Each CORY agent is trained with its own PPO (Ma et al. 2024, sec. 3 and docs/algorithms.md "CORY"),
 the RLHF form of PPO (Ziegler et al. 2019; Ouyang et al. 2022) that TRL's PPOTrainer implements:
 
 - `penalized_rewards`: r_t = -coef * kl_t at every response token, plus the task reward R (CORY:

@@ -1,10 +1,10 @@
 """One iteration's samples for CORY and for the PPO baseline, and the forward passes that score them.
 
 Reads and writes no files: a task's rows come in (components/cory/tasks.py: it gives the prompts and
-the reward), `Sample`s (exact prompt and response token ids, DESIGN.md convention 11) and tensors go
+the reward), `Sample`s (exact prompt and response token ids, docs/design.md convention 11) and tensors go
 out.
 
-- `cory_samples` (Ma et al. 2024, sec. 3.2; ALGORITHMS.md "CORY"): the pioneer answers each
+- `cory_samples` (Ma et al. 2024, sec. 3.2; docs/algorithms.md "CORY"): the pioneer answers each
   question (a1 ~ pi_1(.|q)); the observer then answers with the pioneer's actual answer in its
   prompt (a2 ~ pi_2(.|q, a1); the task's observer prompt). Both get the collective reward
   r(q,a1) + r(q,a2).

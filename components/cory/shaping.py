@@ -1,10 +1,10 @@
 """Reward shaping of CORY's PPO: how an agent's task rewards and its KL to pi_0 become per-token
 rewards (reads and writes no files; torch and plain Python only).
 
-`cory.shaping` picks one of two functions (DESIGN.md convention 6), both called as
+`cory.shaping` picks one of two functions (docs/design.md convention 6), both called as
 `SHAPERS[shaping](task_reward, kl, mask, state, cfg) -> Shaped`:
 
-- `paper_shaping` (the default; Ma et al. 2024, sec. 3; ALGORITHMS.md "CORY"): the per-token
+- `paper_shaping` (the default; Ma et al. 2024, sec. 3; docs/algorithms.md "CORY"): the per-token
   penalty -eta * KL with a FIXED eta and the sampled-token estimator
   log pi(a_t|s_t) - log pi_0(a_t|s_t), on the raw task reward. The state never changes.
 - `trl_shaping`: what the authors' code runs, TRL 0.7's PPOTrainer.step as configured by their

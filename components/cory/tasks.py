@@ -6,7 +6,7 @@ a task: its rows for training and for the fixed held-out evaluation slice, the p
 prompt, the observer's prompt given the pioneer's answer, the reward of a batch of answers, and
 whether that reward is 0/1 correctness (then pass@1 is reported beside the mean reward).
 
-Ma et al. 2024 (arXiv 2410.06101, sec. 3.2; ALGORITHMS.md "CORY"): the pioneer answers the query,
+Ma et al. 2024 (arXiv 2410.06101, sec. 3.2; docs/algorithms.md "CORY"): the pioneer answers the query,
 a1 ~ pi_1(.|q); the observer answers with the pioneer's answer in view, a2 ~ pi_2(.|q, a1); either
 agent alone answers the query-only prompt at evaluation. The tasks: components/cory/gsm8k.py
 (GSM8K, the paper's reasoning setting) and components/cory/reviews.py (the paper's IMDB setting,

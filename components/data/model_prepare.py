@@ -7,7 +7,7 @@ Writes: `out_dir/` (default `models/smollm2-135m-instruct`) with `config.json`,
         the tokenizer files (ChatML chat template inside) and, written last,
         `sweetflow_manifest.json` (source file, its sha256, the list of files).
 
-Both transformers and vLLM load the folder. Pitfalls handled (ENVIRONMENT.md):
+Both transformers and vLLM load the folder. Pitfalls handled:
 - transformers needs `gguf` and `accelerate` to load a GGUF checkpoint;
 - transformers 5 refuses `save_pretrained` on a GGUF-loaded model until `model.hf_quantizer` is
   cleared, and would otherwise write a `quantization_config` that vLLM rejects: both are removed;

@@ -1,7 +1,7 @@
 """Typed records that steps exchange through JSONL files, and their one reader/writer.
 
 Every row is validated on read: a bad row raises `RecordError` naming the file, the 1-based line
-and the offending field, so nothing downstream runs on invalid data (DESIGN.md convention 4).
+and the offending field, so nothing downstream runs on invalid data (docs/design.md convention 4).
 Writers append and flush row by row, so a crash loses at most the row being written.
 """
 from __future__ import annotations

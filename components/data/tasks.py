@@ -3,7 +3,7 @@
 Reads: data/colbench/backend_test.jsonl and frontend_test.jsonl (DVC-tracked). A backend task is a vague request whose
 last sentence gives the function signature, the reference solution (`ground_truth`), the
 information the simulated human may draw on (`hidden_information`, equal to the reference in
-this release) and ten test calls whose expected values are the reference's outputs (ALGORITHMS.md).
+this release) and ten test calls whose expected values are the reference's outputs (docs/algorithms.md).
 A frontend task is a short description of a web page and the reference page (HTML with Tailwind).
 """
 from __future__ import annotations

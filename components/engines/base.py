@@ -2,7 +2,7 @@
 
 Two entry points:
 - `generate`: token level. Prompts are token-id lists; each result carries the exact sampled token
-  ids and their log-probs, which training later uses (DESIGN.md convention 11).
+  ids and their log-probs, which training later uses (docs/design.md convention 11).
 - `chat`: message level. Each engine renders the chat template itself (local engines) or sends
   the messages to a server (OpenAI-compatible). Used by the LLM human simulator.
 

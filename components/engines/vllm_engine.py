@@ -30,7 +30,7 @@ prefix cache, so a near-tie token may flip: a reversed batch of 32 long prompts 
 samples identical on fresh machines (13 of 32 with shifted seeds); a batch of 2 against a batch of 1
 flipped a late token in one 24-token sample in 9.
 
-CPU defaults (ENVIRONMENT.md): dtype bfloat16, VLLM_CPU_KVCACHE_SPACE=4 (GB; 2 GB holds 93k tokens:
+CPU defaults (measured on 2-core machines): dtype bfloat16, VLLM_CPU_KVCACHE_SPACE=4 (GB; 2 GB holds 93k tokens:
 by turn 8 of 20 ColBench episodes the agent's histories (~60k tokens) and the LLM simulator's
 (~50k) no longer fit together, so each call evicts the other's cached prefixes and re-prefills
 whole histories; agent throughput fell from ~140 to ~40 tok/s there, on a machine also loaded by

@@ -1,6 +1,6 @@
 """Simulated humans behind one interface: the `llm` one of every task, and ColBench backend's `retrieval`.
 
-- `llm`: the protocol's simulator (ALGORITHMS.md): an LLM prompted by the task (request and hidden
+- `llm`: the protocol's simulator (docs/algorithms.md): an LLM prompted by the task (request and hidden
   information; `Task.simulator_messages`), greedy decoding (temperature 0), reply cut to
   `episode.sim_max_chars`. It runs on any engine, including an OpenAI-compatible endpoint hosting a
   large model. `conversation`, `sampling` and `reply_text` are its parts, which the per-arrival

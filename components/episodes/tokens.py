@@ -1,8 +1,8 @@
 """Prompt token ids for a growing chat, built so each turn extends the previous turn's exact ids.
 
-Why: the ids a response was sampled from are the ids training must score (DESIGN.md convention
+Why: the ids a response was sampled from are the ids training must score (docs/design.md convention
 11), and vLLM's prefix cache only hits when the turn-t prompt starts with the turn-(t-1) prompt
-plus the sampled response ids (ENVIRONMENT.md: re-encoding decoded text breaks the match).
+plus the sampled response ids (re-encoding decoded text breaks the match).
 
 How: render the whole chat with the tokenizer's template as text, decode the previous prompt plus
 the sampled response (special tokens kept), and when the rendering starts with that text, encode

@@ -1,6 +1,6 @@
 """Token sequences that critic and actor training score, built from the stored token ids.
 
-Training never re-tokenises dialogue text (DESIGN.md convention 11): a trajectory's sequence is
+Training never re-tokenises dialogue text (docs/design.md convention 11): a trajectory's sequence is
 the ids its actions were generated with, and every token carries the agent turn it belongs to
 (-1 for system, human and padding tokens). Three kinds:
 

@@ -9,7 +9,7 @@ calls, the timeout and the sandbox's Python version and missing modules; outputs
 are never cached, since a slow machine must not freeze a failure).
 
 Scoring follows the official ColBench scorer (facebookresearch/sweet_rl,
-sweet_rl/utils/code_utils.py, `check_correctness`; ALGORITHMS.md): a banned substring in the raw
+sweet_rl/utils/code_utils.py, `check_correctness`; docs/algorithms.md): a banned substring in the raw
 answer gives 0, then the marker and fences are stripped (rules.py); for each test call the
 reference and the candidate are both executed afresh (the official code re-executes the source
 before every call, so no module state survives from one call to the next: ours too, see

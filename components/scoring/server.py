@@ -16,7 +16,7 @@ Channels (all pipes, created by the scorer):
   "max_chars"}`, `size` bytes written by the scorer right after the header.
 - `results_fd` (written by the child only): JSON lines tagged with the nonce, read by the scorer.
 The server itself never holds candidate code, reference code or outputs, so a child that reads
-its own (copy-on-write) memory finds nothing of other jobs there (ENVIRONMENT.md pitfall).
+its own (copy-on-write) memory finds nothing of other jobs there.
 
 The child: confinement (jail.py); the code is compiled and executed once as a probe (its
 error, if any, is the program's exec error and no call runs); then every test call runs on fresh

@@ -1,4 +1,4 @@
-"""Visual similarity of two rendered pages (ColBench frontend scoring; ALGORITHMS.md).
+"""Visual similarity of two rendered pages (ColBench frontend scoring; docs/algorithms.md).
 
 The benchmark's metric is `clip`: the cosine similarity of CLIP ViT-B/32 image embeddings
 (openai/clip-vit-base-patch32) of the two screenshots. No registry reachable here ships CLIP

@@ -1,6 +1,6 @@
 """Improve the actor: SWEET-RL's turn-level DPO, or one of the two training baselines.
 
-Algorithms (`actor.algo`, ALGORITHMS.md SWEET-RL 7 and "Baselines"):
+Algorithms (`actor.algo`, docs/algorithms.md SWEET-RL 7 and "Baselines"):
 - `sweet`: DPO (Rafailov et al. 2023, eq. 7; beta 0.1) on critic-ranked turn pairs
   (`turn_pairs.jsonl`): each example is one state's prompt ids with a chosen and a rejected
   candidate action; plus `nll_coef` x the per-token NLL of the chosen action (authors: 0.01).

@@ -24,7 +24,7 @@ files and the base model. Writes to `cory.out_dir`:
   `save_merged`, `agents/<agent>/` (merged HF folders that eval and vLLM load);
 - `serving/` while running with vLLM: scratch merged weights the engine loads, removed at the end.
 
-Algorithm (Ma et al. 2024, arXiv 2410.06101, sec. 3; ALGORITHMS.md "CORY"): each iteration draws
+Algorithm (Ma et al. 2024, arXiv 2410.06101, sec. 3; docs/algorithms.md "CORY"): each iteration draws
 questions, the pioneer answers, the observer answers with the pioneer's answer as reference, both
 get r(q,a1) + r(q,a2) and are updated by their own PPO (components.cory.ppo); roles are exchanged
 every T iterations (components.cory.agents). `algo: ppo` is the single-agent baseline with the

@@ -13,7 +13,7 @@ The pairs of a `critic.heldout_fraction` share of the tasks (by hash of the task
 the critic never trains on them, and its loss and accuracy on them are its learning curve (the loss
 on training batches before each update says little: log 2 at step 1 by construction).
 
-Implements Zhou et al. 2025, eq. 1-2 (ALGORITHMS.md SWEET-RL 3): score(tau) = sum over agent turns
+Implements Zhou et al. 2025, eq. 1-2 (docs/algorithms.md SWEET-RL 3): score(tau) = sum over agent turns
 of beta * mean_l [log pi_critic - log pi_ref] with c in context; loss = -log sigmoid(score(chosen)
 - score(rejected)). The reference is the initial critic (same base model), as in the paper.
 Option `normalize: joint` takes the authors' code's single mean over all agent tokens.

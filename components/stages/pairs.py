@@ -1,4 +1,4 @@
-"""Preference pairs for SWEET-RL and the multi-turn DPO baseline (ALGORITHMS.md, SWEET-RL 2 and 6).
+"""Preference pairs for SWEET-RL and the multi-turn DPO baseline (docs/algorithms.md, SWEET-RL 2 and 6).
 
 - Trajectory pairs (step 2), by `rule`:
   - `best` (ColBench backend, elicitation): per task, chosen = a best-scoring trajectory, kept only

@@ -1,6 +1,6 @@
 """Rollouts: K sampled, scored trajectories per task of the training split (SWEET-RL step 1).
 
-Implements step 1 of ALGORITHMS.md "SWEET-RL": collect trajectories with the current actor and
+Implements step 1 of docs/algorithms.md "SWEET-RL": collect trajectories with the current actor and
 score each. The paper uses 15k offline backend trajectories of the 8B actor; the authors' scripts
 sample k=3 per task, our default (params `rollouts.per_task`). Later steps read this file: the
 trajectory pairs of step 2 compare the K trajectories of one task.

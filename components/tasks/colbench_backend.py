@@ -1,4 +1,4 @@
-"""ColBench backend programming behind the task interface (ALGORITHMS.md, "Episode protocol").
+"""ColBench backend programming behind the task interface (docs/algorithms.md, "Episode protocol").
 
 Reads: the tasks file of params `data` (data/colbench/backend_test.jsonl, DVC-tracked, split by hash;
 or the official hub files). The agent sees only the problem description; each turn it asks a

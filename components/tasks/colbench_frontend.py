@@ -1,4 +1,4 @@
-"""ColBench frontend design behind the task interface (ALGORITHMS.md; the authors' design environment).
+"""ColBench frontend design behind the task interface (docs/algorithms.md; the authors' design environment).
 
 Reads: the tasks file of params `frontend` (data/colbench/frontend_test.jsonl, DVC-tracked, split by
 hash), and renders pages offline (components/render: Chromium, local Tailwind, placeholder images).

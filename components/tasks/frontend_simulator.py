@@ -1,7 +1,7 @@
 """The offline designer: a deterministic simulated human for ColBench frontend (simulator `visual`).
 
 The protocol's human is a vision-language model that sees the agent's rendered page and the page
-it has in mind and says how they differ, most important first (ALGORITHMS.md; reply cut to 1000
+it has in mind and says how they differ, most important first (docs/algorithms.md; reply cut to 1000
 characters). This one compares the two pages' layouts (components/render/layout.py: visible
 elements with boxes, colours and text, read from the same renders the scorer uses) and says, in
 this order and as far as the reply cut allows:

@@ -1,4 +1,4 @@
-"""The one training loop shared by the critic and the actor (DESIGN.md convention 7).
+"""The one training loop shared by the critic and the actor (docs/design.md convention 7).
 
 Written out, no Trainer hierarchy: seeded shuffling per epoch, batches of `batch_size` (a last one
 under half that size is spread over the others, never a step of its own), gradient accumulation over
