@@ -139,12 +139,17 @@ def seed_summary(folder: Path) -> tuple[dict, dict[int, tuple[float, float]] | N
     return {"n": m["n"], "mean_score": m["mean_score"], "mean_score_ci": ci, "from": "metrics.json"}, None
 
 
+def comparisons(present: list[str]) -> list[tuple[str, str]]:
+    """The differences reported, among the algorithms `present` (in ALGOS order): each minus
+    zero-shot, then PAIRED."""
+    baseline = [(a, "zero-shot") for a in present[1:]] if "zero-shot" in present else []
+    return baseline + [(a, b) for a, b in PAIRED if a in present and b in present]
+
+
 def across_seeds(seeds: dict) -> dict:
     """Each comparison's per-seed difference of mean scores, their mean and a t interval over seeds."""
-    present = [a for a in ALGOS if any(a in entry for entry in seeds.values())]
-    pairs = [(a, "zero-shot") for a in present[1:]] + [p for p in PAIRED if p[0] in present and p[1] in present]
     out = {}
-    for a, b in pairs:
+    for a, b in comparisons([a for a in ALGOS if any(a in entry for entry in seeds.values())]):
         diffs = [e[a]["mean_score"] - e[b]["mean_score"] for e in seeds.values() if a in e and b in e]
         mean, low, high = t_interval(np.array(diffs))
         ci = (low, high) if len(diffs) > 1 else None
@@ -185,9 +190,7 @@ def differences(by_algo: dict[str, list[dict[int, tuple[float, float]]]]) -> dic
         low, high = bootstrap(diff)
         return {"difference": float(diff.mean()), "ci": (low, high), "n_tasks": len(tasks)}
 
-    present = [a for a in ALGOS if by_algo.get(a)]
-    out = {f"{a} minus zero-shot": paired(a, "zero-shot") for a in present[1:] if "zero-shot" in present}
-    return out | {f"{a} minus {b}": paired(a, b) for a, b in PAIRED if a in present and b in present}
+    return {f"{a} minus {b}": paired(a, b) for a, b in comparisons([a for a in ALGOS if by_algo.get(a)])}
 
 
 def pooled_agreement(run_dirs: list[Path]) -> dict:
