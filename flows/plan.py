@@ -49,6 +49,7 @@ from typing import Any, Sequence
 import yaml
 from pydantic import BaseModel, Field, field_validator
 
+from components.config.schema import section_module
 from components.config.sections import PARAMS_ENV, ConfigError, TaskSection
 from components.config.training import TrainLayout
 from components.cory.registry import DEFAULT_PROMPT_TASK, PROMPT_TASKS
@@ -64,7 +65,7 @@ from components.stages.catalogue import (
     training_stages,
 )
 from components.stages.catalogue import TASKS as TASK_FILES
-from components.tasks.registry import TASKS
+from components.tasks.registry import TASKS, task_class
 from flows import profiles
 from flows.baselines import BASELINES, check_settings, identity, variant_doc
 from flows.played import kinds, played_class
@@ -250,7 +251,8 @@ def _sections_of(algo: PipelineAlgo, doc: dict[str, Any], overrides: list[str]) 
         keep = {*SINGLE_TURN_SECTIONS, *played_class(doc[TASK]["name"], True).sections}
     else:
         played = set(played_class(doc[TASK]["name"], False).sections)
-        others = {s for cls in (*TASKS.values(), *PROMPT_TASKS.values()) for s in cls.sections} - played
+        classes = (*map(task_class, TASKS), *PROMPT_TASKS.values())
+        others = {s for cls in classes for s in cls.sections} - played
         keep = set(doc) - {"cory"} - others
     stray = [o for o in overrides if o.partition(".")[0] not in keep]
     if stray:
@@ -376,18 +378,21 @@ def _out(out: Out) -> Any:
 
 def dvc_stage(stage: Stage, task: str, algo: str | None = None, doc: dict[str, Any] | None = None) -> dict[str, Any]:
     """The stage as dvc.yaml declares it for `task`, `${section.key}` kept: the command, its code
-    (every project file the module imports), its inputs and models, params sections, outs and metrics.
-    Under run parameters `doc`, the outs of stages they make unnecessary are no deps (catalogue.skipped_outs)."""
+    (every project file the module, the task it plays and its sections' config models import), its
+    inputs and models, params sections, outs and metrics. Under run parameters `doc`, the outs of
+    stages they make unnecessary are no deps (catalogue.skipped_outs)."""
     skipped = skipped_outs(algo, doc)
     plays = TASK in stage.sections or TASK_FILES in stage.inputs
     played = played_class(task, stage.kind == Kind.cory) if plays else None
     reads = [*stage.inputs_for(algo, played.file_keys() if played else ()), *stage.models]
+    sections = list(stage.sections_for(played.sections if played else ()))
+    code = [stage.module, *([played.__module__] if played else ()), *(section_module(s) for s in sections)]
     spec: dict[str, Any] = {
         "cmd": " ".join(["python -m", stage.module, *stage.args]),
-        "deps": [*code_deps(stage.module), *(d for d in reads if d not in skipped)],
+        "deps": [*sorted({f for m in code for f in code_deps(m)}), *(d for d in reads if d not in skipped)],
     }
-    if stage.sections:
-        spec["params"] = list(stage.sections_for(played.sections if played else ()))
+    if sections:
+        spec["params"] = sections
     spec["outs"] = [_out(o) for o in stage.outs_for(algo)]
     if stage.metrics:
         spec["metrics"] = [{stage.metrics: {"cache": False}}]

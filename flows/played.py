@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from components.config.sections import ConfigError
 from components.cory.registry import PROMPT_TASKS, prompt_task_class
-from components.tasks.registry import TASKS
+from components.tasks.registry import TASKS, task_class
 
 
 def played_class(name: str, single_turn: bool) -> type:
@@ -20,7 +20,7 @@ def played_class(name: str, single_turn: bool) -> type:
         return prompt_task_class(name)
     if name not in TASKS:
         raise ConfigError(f"unknown task '{name}' ({kinds()})")
-    return TASKS[name]
+    return task_class(name)
 
 
 def kinds() -> str:

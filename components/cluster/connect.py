@@ -11,14 +11,8 @@ from __future__ import annotations
 import os
 
 from components.config.cluster import Backend, ClusterConfig
-from components.config.sections import load_section, params_file
 
 ADDRESS_ENV = "RAY_ADDRESS"  # Ray's own variable: ray.init() joins the cluster it names
-
-
-def cluster_section() -> ClusterConfig:
-    """The stage's `cluster` section (the defaults when its params file has none)."""
-    return load_section(ClusterConfig, "cluster", path=params_file())
 
 
 def join(cfg: ClusterConfig) -> bool:

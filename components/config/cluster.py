@@ -16,7 +16,7 @@ from enum import Enum
 
 from pydantic import Field, field_validator, model_validator
 
-from components.config.sections import _Section
+from components.config.sections import _Section, load_section, params_file
 
 DEFAULT_RESOURCES = "default"  # the `resources` entry of every stage not named there
 
@@ -97,3 +97,8 @@ class ClusterConfig(_Section):
     def resources_for(self, stage: str) -> StageResources:
         """The reservation of `stage`: its own entry, else `default`, else one CPU."""
         return self.resources.get(stage) or self.resources.get(DEFAULT_RESOURCES) or StageResources()
+
+
+def cluster_section() -> ClusterConfig:
+    """The stage's `cluster` section (the defaults when its params file has none)."""
+    return load_section(ClusterConfig, "cluster", path=params_file())

@@ -1,48 +1,62 @@
-"""Every params.yaml section and the config model that validates it (the sections' one registry)."""
+"""Every params.yaml section and the config model that validates it (the sections' one registry).
+
+A section's model is imported when the section is asked for, so a stage that reads a few sections
+imports (and depends on) their config modules only: the generated dvc.yaml adds `section_module`
+of each section a stage reads to its code deps (flows/plan.py `dvc_stage`).
+"""
 
 from __future__ import annotations
 
+import importlib
+from typing import Iterator, Mapping
+
 from pydantic import BaseModel
 
-from components.config.cluster import ClusterConfig
-from components.config.cory import CoryConfig
-from components.config.elicitation import ElicitationConfig
-from components.config.frontend import FrontendConfig
-from components.config.prompt_tasks import GSM8KConfig, ReviewsConfig
-from components.config.sections import (
-    DataConfig,
-    EpisodeSection,
-    EvalConfig,
-    ModelConfig,
-    RolloutsConfig,
-    TaskSection,
-)
-from components.config.training import (
-    ActorConfig,
-    CandidatesConfig,
-    CriticConfig,
-    PairsConfig,
-    RankingConfig,
-    TrainConfig,
-)
-
-SECTIONS: dict[str, type[BaseModel]] = {
-    "task": TaskSection,
-    "data": DataConfig,
-    "elicitation": ElicitationConfig,
-    "frontend": FrontendConfig,
-    "cluster": ClusterConfig,
-    "model": ModelConfig,
-    "episode": EpisodeSection,
-    "eval": EvalConfig,
-    "rollouts": RolloutsConfig,
-    "train": TrainConfig,
-    "pairs": PairsConfig,
-    "critic": CriticConfig,
-    "candidates": CandidatesConfig,
-    "ranking": RankingConfig,
-    "actor": ActorConfig,
-    "cory": CoryConfig,
-    "gsm8k": GSM8KConfig,
-    "reviews": ReviewsConfig,
+_AT: dict[str, str] = {  # section -> "module:class"
+    "task": "components.config.sections:TaskSection",
+    "data": "components.config.sections:DataConfig",
+    "elicitation": "components.config.elicitation:ElicitationConfig",
+    "frontend": "components.config.frontend:FrontendConfig",
+    "cluster": "components.config.cluster:ClusterConfig",
+    "model": "components.config.sections:ModelConfig",
+    "episode": "components.config.sections:EpisodeSection",
+    "eval": "components.config.sections:EvalConfig",
+    "rollouts": "components.config.sections:RolloutsConfig",
+    "train": "components.config.training:TrainConfig",
+    "pairs": "components.config.training:PairsConfig",
+    "critic": "components.config.training:CriticConfig",
+    "candidates": "components.config.training:CandidatesConfig",
+    "ranking": "components.config.training:RankingConfig",
+    "actor": "components.config.training:ActorConfig",
+    "cory": "components.config.cory:CoryConfig",
+    "gsm8k": "components.config.prompt_tasks:GSM8KConfig",
+    "reviews": "components.config.prompt_tasks:ReviewsConfig",
 }
+
+
+class _Sections(Mapping[str, type[BaseModel]]):
+    """Section name -> config model, each model's module imported on first use."""
+
+    def __getitem__(self, name: str) -> type[BaseModel]:
+        module, _, cls = _AT[name].partition(":")
+        return getattr(importlib.import_module(module), cls)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_AT)
+
+    def __len__(self) -> int:
+        return len(_AT)
+
+
+SECTIONS: Mapping[str, type[BaseModel]] = _Sections()
+
+
+def section_module(name: str) -> str:
+    """The dotted module that holds section `name`'s config model."""
+    return _AT[name].partition(":")[0]
+
+
+def section_of(model: type) -> str | None:
+    """The section a config model validates (None for a model that is no section's), without
+    importing any other section's module."""
+    return next((name for name, at in _AT.items() if at == f"{model.__module__}:{model.__qualname__}"), None)

@@ -16,7 +16,6 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from components.data.split import Split
-from components.episodes.simulators import SimulatorKind
 
 C = TypeVar("C", bound=BaseModel)
 PARAMS = Path("params.yaml")
@@ -26,6 +25,13 @@ PARAMS_ENV = "SWEETFLOW_PARAMS"  # names another params file: a pipeline iterati
 def params_file() -> Path:
     """The params file stages read: $SWEETFLOW_PARAMS when set, else params.yaml of the working directory."""
     return Path(os.environ.get(PARAMS_ENV) or PARAMS)
+
+
+class SimulatorKind(str, Enum):
+    llm = "llm"
+    retrieval = "retrieval"  # colbench-backend
+    rules = "rules"  # elicitation
+    visual = "visual"  # colbench-frontend
 
 
 class ConfigError(ValueError):

@@ -19,7 +19,11 @@ from pathlib import Path
 from pydantic import Field, model_validator
 
 from components.config.sections import OpenAIRetries, _Section
-from components.lm.advantage import Normalize
+
+
+class Normalize(str, Enum):
+    per_turn = "per_turn"
+    joint = "joint"
 
 
 class Algo(str, Enum):

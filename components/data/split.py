@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import hashlib
 from enum import Enum
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-from components.data.tasks import BackendTask
+if TYPE_CHECKING:  # an annotation only: the split needs no task code
+    from components.data.tasks import BackendTask
 
 
 class Split(str, Enum):

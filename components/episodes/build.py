@@ -8,12 +8,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from components.config.sections import DriverKind, EpisodeSection, EpisodeStageConfig, OpenAIRetries
+from components.config.schema import section_of
+from components.config.sections import DriverKind, EpisodeSection, EpisodeStageConfig, OpenAIRetries, SimulatorKind
 from components.engines.base import Engine, StreamingEngine
 from components.engines.factory import EngineKind, make_engine, resolve_kind
 from components.episodes.async_driver import AsyncEpisodeDriver
 from components.episodes.driver import EpisodeConfig, EpisodeDriver, TurnSampler
-from components.episodes.simulators import SimulatorKind, make_simulator
+from components.episodes.simulators import make_simulator
 from components.tasks.base import Task
 
 log = logging.getLogger(__name__)
@@ -40,9 +41,7 @@ def engine_for(
 
 def openai_options(cfg: OpenAIRetries) -> dict[str, Any]:
     """The stage's retry settings for OpenAI engines; their final error names the setting to raise."""
-    from components.config.schema import SECTIONS  # lazy: the registry imports every stage's config
-
-    section = next((name for name, model in SECTIONS.items() if type(cfg) is model), None)
+    section = section_of(type(cfg))
     return {
         "max_retries": cfg.openai_retries,
         "backoff_s": cfg.openai_backoff_s,

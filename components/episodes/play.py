@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from components.cluster.connect import cluster_section, join
+from components.cluster.connect import join
+from components.config.cluster import cluster_section
 from components.config.sections import EpisodeSection, EpisodeStageConfig
 from components.data.records import Trajectory, read_resumable, write_jsonl
 from components.episodes.async_driver import AsyncEpisodeDriver

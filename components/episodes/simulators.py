@@ -24,9 +24,9 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any, Protocol, Sequence
 
+from components.config.sections import SimulatorKind
 from components.engines.base import Engine, Generation, SamplingConfig
 
 DONT_KNOW = "I don't know."
@@ -50,13 +50,6 @@ class Simulator(Protocol):
     name: str
 
     def reply(self, requests: Sequence[SimRequest]) -> list[str]: ...
-
-
-class SimulatorKind(str, Enum):
-    llm = "llm"
-    retrieval = "retrieval"  # colbench-backend
-    rules = "rules"  # elicitation
-    visual = "visual"  # colbench-frontend
 
 
 def cut_reply(reply: str, max_chars: int) -> str:

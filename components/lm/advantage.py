@@ -10,14 +10,9 @@ tokens contributes 0.
 
 from __future__ import annotations
 
-from enum import Enum
-
 import torch
 
-
-class Normalize(str, Enum):
-    per_turn = "per_turn"
-    joint = "joint"
+from components.config.training import Normalize
 
 
 def turn_advantages(

@@ -44,9 +44,8 @@ from typing import Callable, Sequence
 
 from pydantic import BaseModel, Field
 
-from components.data.records import RecordError, parse_row, write_jsonl
+from components.data.records import RecordError, ScoreResult, parse_row, write_jsonl
 from components.data.tasks import BackendTask, load_backend_tasks
-from components.scoring.result import ScoreResult
 from components.scoring.rules import prepare_answer
 from components.scoring.sandbox import Limits, RunResult, SandboxPool
 from components.scoring.wire import from_wire, outputs_equal

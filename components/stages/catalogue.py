@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from components.config.training import CriticChoice, TrainLayout
 
@@ -382,12 +382,29 @@ def _module_file(name: str) -> Path | None:
     return None
 
 
+def _runs(tree: ast.Module) -> Iterator[ast.AST]:
+    """Every node of `tree` that can run: `if TYPE_CHECKING:` blocks (annotations only) left out."""
+    todo: list[ast.AST] = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        checking = isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+        todo.extend(node.orelse if checking else ast.iter_child_nodes(node))
+
+
+def _has_code(path: Path) -> bool:
+    """Whether the file holds more than a docstring (a package's one-line purpose changes no behaviour)."""
+    body = ast.parse(path.read_text(), str(path)).body
+    return not (len(body) <= 1 and all(isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant) for n in body))
+
+
 def _imported(path: Path) -> set[Path]:
-    """The project files a file imports (anywhere in it, with the packages on the way; a script's
-    `import sibling`) and the sibling files it names (`Path(__file__).with_name("server.py")`)."""
+    """The project files a file imports (anywhere in it but `if TYPE_CHECKING:`, with the packages on
+    the way; a script's `import sibling`) and the sibling files it names
+    (`Path(__file__).with_name("server.py")`)."""
     names: set[str] = set()
     files: set[Path] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in _runs(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
             files.update(f for f in (path.with_name(f"{a.name}.py") for a in node.names) if f.exists())
@@ -406,7 +423,9 @@ def _imported(path: Path) -> set[Path]:
 @lru_cache(maxsize=None)
 def code_deps(module: str) -> tuple[str, ...]:
     """Every project file `module` imports, transitively, itself included (paths relative to CODE_ROOT),
-    with the __init__.py of each package on the way."""
+    with the __init__.py of each package on the way that holds code. A module that a registry
+    imports by name (a task, a params section's config) is not among them: flows/plan.py adds the
+    ones a run's stage plays and reads."""
     start = _module_file(module)
     if start is None:
         raise ValueError(f"module {module} is not a file of {CODE_ROOT / PACKAGE}")
@@ -417,7 +436,7 @@ def code_deps(module: str) -> tuple[str, ...]:
         if path not in seen:
             seen.add(path)
             todo.extend(_imported(path) - seen)
-    return tuple(sorted(str(p.relative_to(CODE_ROOT)) for p in seen))
+    return tuple(sorted(str(p.relative_to(CODE_ROOT)) for p in seen if _has_code(p)))
 
 
 def uncovered(module: str, deps: list[str]) -> list[str]:

@@ -29,9 +29,8 @@ from typing import Any, ClassVar, Sequence
 
 from pydantic import BaseModel
 
-from components.data.records import read_jsonl
+from components.data.records import ScoreResult, read_jsonl
 from components.data.split import Split
-from components.scoring.result import ScoreResult
 
 ANSWER_MARKER = "I WANT TO ANSWER:"
 Dialogue = list[tuple[str, str | None]]  # (agent message, human reply); the last reply None = to answer

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Sequence
 
 from components.config.sections import SimulatorPrompt
+from components.data.records import ScoreResult
 from components.data.split import Split, select
 from components.data.tasks import BackendTask
-from components.scoring.result import ScoreResult
 from components.tasks.base import ANSWER_MARKER, Dialogue, Task, chat_for_simulator
 
 AGENT_SYSTEM_PROMPT = (
@@ -98,7 +98,8 @@ class ColbenchBackend(Task):
     def score(self, records: Sequence[BackendTask], answers: Sequence[tuple[int, str]]) -> list[ScoreResult]:
         """Scored in this machine's sandbox, or in every node's when the run is placed on Ray (the
         `cluster` section of the stage's params file: components/cluster/connect.py)."""
-        from components.cluster.connect import cluster_section, join
+        from components.cluster.connect import join
+        from components.config.cluster import cluster_section
         from components.scoring.backend import score_answers  # the sandbox: only stages that score load it
 
         if join(cluster_section()):

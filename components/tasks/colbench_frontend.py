@@ -33,10 +33,10 @@ import re
 from pathlib import Path
 from typing import Sequence
 
+from components.data.records import ScoreResult
 from components.data.split import Split, select
 from components.data.tasks import FrontendTask
 from components.render.layout import PageLayout
-from components.scoring.result import ScoreResult
 from components.tasks.base import ANSWER_MARKER, Dialogue, Task, chat_for_simulator
 
 AGENT_SYSTEM_PROMPT = (

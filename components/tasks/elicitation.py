@@ -29,8 +29,8 @@ from typing import Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+from components.data.records import ScoreResult
 from components.data.split import Split
-from components.scoring.result import ScoreResult
 from components.tasks.base import ANSWER_MARKER, Dialogue, Task, chat_for_simulator
 from components.tasks.elicitation_domains import DETAILS, DOMAINS, Slot
 

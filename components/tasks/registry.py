@@ -1,27 +1,38 @@
 """The registered collaborative tasks, by name: adding a task is one module and one line here.
 
 `sweetflow ... --task NAME` and params.yaml `task.name` pick one; the stage catalogue reads each
-task's params sections and tasks file from its class (components/tasks/base.py).
+task's params sections and tasks file from its class (components/tasks/base.py). A task's module is
+imported only when the task is asked for, so a stage's code dependencies (components/stages/
+catalogue.py `code_deps`) hold the task it plays and not the others: the generated dvc.yaml adds the
+played task's module (`task_module`) to the stage's own.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from components.tasks.base import Task
-from components.tasks.colbench_backend import ColbenchBackend
-from components.tasks.colbench_frontend import ColbenchFrontend
-from components.tasks.elicitation import ElicitationTask
 
-TASKS: dict[str, type[Task]] = {cls.name: cls for cls in (ColbenchBackend, ColbenchFrontend, ElicitationTask)}
+TASKS: dict[str, str] = {  # name -> "module:class"
+    "colbench-backend": "components.tasks.colbench_backend:ColbenchBackend",
+    "colbench-frontend": "components.tasks.colbench_frontend:ColbenchFrontend",
+    "elicitation": "components.tasks.elicitation:ElicitationTask",
+}
+
+
+def task_module(name: str) -> str:
+    """The dotted module that holds task `name`; a clear error naming the registered ones otherwise."""
+    try:
+        return TASKS[name].partition(":")[0]
+    except KeyError:
+        raise ValueError(f"unknown task '{name}' (registered: {', '.join(TASKS)})") from None
 
 
 def task_class(name: str) -> type[Task]:
-    """The task registered as `name`; a clear error naming the registered ones otherwise."""
-    try:
-        return TASKS[name]
-    except KeyError:
-        raise ValueError(f"unknown task '{name}' (registered: {', '.join(TASKS)})") from None
+    """The task registered as `name` (its module imported now)."""
+    module = importlib.import_module(task_module(name))
+    return getattr(module, TASKS[name].partition(":")[2])
 
 
 def make_task(name: str, configs: dict[str, Any]) -> Task:

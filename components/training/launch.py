@@ -23,8 +23,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from components.cluster.connect import cluster_section
-from components.config.cluster import ClusterConfig, TrainStrategy
+from components.config.cluster import ClusterConfig, TrainStrategy, cluster_section
 from components.config.sections import ConfigError
 from components.config.training import OptimConfig
 from components.training import distributed, sharding

@@ -4,7 +4,11 @@ every stage's code deps cover what its module imports, and components/ stays fre
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
+from pathlib import Path
 
+import pytest
 import yaml
 
 from components.stages.catalogue import CODE_ROOT, STAGES, code_deps, training_stages, uncovered
@@ -38,8 +42,49 @@ def test_code_deps_follow_imports_transitively_and_scripts_started_by_file_name(
     actor = code_deps("components.stages.actor")
     assert "components/lm/logprobs.py" in actor  # imported by lm/forward.py, not by the actor itself
     assert "components/training/loop.py" in actor and "components/scoring/sandbox.py" not in actor
-    evaluate = code_deps("components.stages.evaluate")
+    evaluate = dvc_stage(STAGES["eval_zero_shot"], "colbench-backend")["deps"]  # through the task it plays
     assert {"components/scoring/server.py", "components/scoring/jail.py"} <= set(evaluate)  # the fork-server
+
+
+def test_a_stage_depends_on_the_task_it_plays_and_the_sections_it_reads_not_on_the_others():
+    critic = dvc_stage(STAGES["critic"], "elicitation")["deps"]
+    assert "components/tasks/elicitation.py" in critic and "components/config/elicitation.py" in critic
+    others = ("components/render/", "components/scoring/", "components/tasks/colbench", "components/config/cory")
+    assert [d for d in critic if d.startswith(others)] == []
+    assert len([d for d in critic if d.startswith("components/")]) <= 29  # 58 before the registries were lazy
+    frontend = dvc_stage(STAGES["eval_actor"], "colbench-frontend")["deps"]
+    assert "components/render/browser.py" in frontend and "components/tasks/elicitation.py" not in frontend
+
+
+def test_package_inits_without_code_and_type_checking_imports_are_no_deps():
+    deps = code_deps("components.stages.critic")
+    assert "components/training/loop.py" in deps and "components/training/__init__.py" not in deps
+    assert "components/data/split.py" in deps and "components/data/tasks.py" not in deps  # split's annotation
+
+
+LOADED = """
+import sys
+from components.config.schema import SECTIONS
+from components.tasks.registry import task_class
+import {module}
+task_class({task!r})
+for name in {sections!r}:
+    SECTIONS[name]
+print("\\n".join(sorted(m.__file__ for n, m in sys.modules.items() if n.startswith("components.") and m.__file__)))
+"""
+
+
+@pytest.mark.parametrize("stage, task", [("critic", "elicitation"), ("eval_actor", "colbench-frontend")])
+def test_what_a_stage_loads_when_it_starts_is_among_its_deps(stage, task):
+    spec = dvc_stage(STAGES[stage], task)
+    script = LOADED.format(module=STAGES[stage].module, task=task, sections=spec["params"])
+    out = subprocess.run([sys.executable, "-c", script], cwd=CODE_ROOT, capture_output=True, text=True, check=True)
+    loaded = {str(Path(f).relative_to(CODE_ROOT)) for f in out.stdout.split()}
+    assert loaded and {f for f in loaded if f not in spec["deps"]} <= {
+        f for f in loaded if f.endswith("__init__.py")
+    }  # a package's docstring-only __init__ runs no code
+    others = [f for f in loaded if f.startswith("components/tasks/colbench") and task not in f.replace("_", "-")]
+    assert others == [] and ("components/tasks/colbench_frontend.py" in loaded) == (task == "colbench-frontend")
 
 
 def test_each_algorithm_runs_its_training_stages_in_order():
