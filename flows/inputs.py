@@ -9,9 +9,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from components.config.training import Algo
 from components.data.model_prepare import is_complete, resolve_model
 from components.data.pull import dvc_pull
-from flows.plan import ROLLOUTS, PipelineAlgo, RunPlan, interpolate
+from flows.plan import ROLLOUTS, RunPlan, interpolate
 from flows.project_lock import project_step
 
 DEFAULT_MODEL = Path("models/smollm2-135m-instruct")
@@ -66,9 +67,9 @@ def prepare_model(plan: RunPlan) -> str:
     return base
 
 
-def no_signal(algo: PipelineAlgo, stage: str, metrics: dict[str, Any], rft_min_score: float = 1.0) -> str | None:
-    """Why this iteration cannot train (None when it can): no trajectory pair, or for rft no
-    trajectory scoring `rft_min_score` (a success when 1.0)."""
+def no_signal(algo: Algo, stage: str, metrics: dict[str, Any], rft_min_score: float = 1.0) -> str | None:
+    """Why this iteration cannot train (None when it can): no trajectory pair, or for an algorithm that
+    trains on successes (rft) no trajectory scoring `rft_min_score` (a success when 1.0)."""
     if stage == "train_pairs" and metrics.get("pairs", 0) == 0:
         n = metrics.get("trajectories", 0)
         if metrics.get("best_score", 1.0) == 0.0:
@@ -80,7 +81,7 @@ def no_signal(algo: PipelineAlgo, stage: str, metrics: dict[str, Any], rft_min_s
         return (
             f"0 trajectory pairs from {n} trajectories: no task has a trajectory scoring above another (see {setting})"
         )
-    if algo == PipelineAlgo.rft and stage == ROLLOUTS:
+    if algo.traits.needs_success and stage == ROLLOUTS:
         best = metrics.get("best_score", 1.0 if metrics.get("success_rate", 0) > 0 else 0.0)
         if best < rft_min_score:
             wanted = (

@@ -29,6 +29,7 @@ from typing import Any
 
 from prefect import flow, get_run_logger, task
 
+from components.config.training import Algo
 from components.data.records import Trajectory, read_jsonl
 from components.episodes.metrics import win_rate
 from components.stages.catalogue import STAGES, Kind, training_stages
@@ -46,8 +47,6 @@ from flows.plan import (
     CORY,
     QUALITY,
     ROLLOUTS,
-    SINGLE_TURN_ALGOS,
-    PipelineAlgo,
     PipelineParams,
     RunPlan,
     baseline_doc,
@@ -78,7 +77,7 @@ class Iteration:
 def resolve(params: PipelineParams) -> RunPlan:
     """The run's plan; raises ConfigError on a bad algo, profile or override."""
     overrides = list(params.overrides)
-    if params.algo in SINGLE_TURN_ALGOS and params.iterations is not None:
+    if params.algo.single_turn and params.iterations is not None:
         overrides.append(f"cory.iterations={params.iterations}")
     plan = plan_run(params.algo.value, params.profile, overrides, Path(params.runs_root), params.task)
     check_baselines(plan, params.baselines)
@@ -155,7 +154,7 @@ def run_iteration(plan: RunPlan, k: int, start: str, parent: str, experiment: st
 def run_baseline(plan: RunPlan, name: str, start: str, parent: str, experiment: str) -> Iteration:
     """The baseline `name` (flows/baselines.py) trained on iteration 1's rollouts (iter-1/<name>/)
     and evaluated; its MLflow runs are tagged with `name` as their algo."""
-    algo = PipelineAlgo(BASELINES[name].algo)
+    algo = Algo(BASELINES[name].algo)
     it = Iteration(1, str(plan.iteration_dir(1) / name / "actor" / "model"))
     rollouts = json.loads((plan.iteration_dir(1) / ROLLOUTS / "metrics.json").read_text())
     rft_min_score = plan.doc["actor"]["rft_min_score"]
@@ -175,7 +174,7 @@ def run_stages(
     dvc_yaml: Path,
     stages,
     it: Iteration,
-    algo: PipelineAlgo,
+    algo: Algo,
     name: str,
     start: str,
     parent: str,

@@ -42,7 +42,6 @@ import json
 import os
 import re
 from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -51,7 +50,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from components.config.schema import section_module
 from components.config.sections import PARAMS_ENV, ConfigError, TaskSection
-from components.config.training import TrainLayout
+from components.config.training import Algo, TrainLayout
 from components.cory.registry import DEFAULT_PROMPT_TASK, PROMPT_TASKS
 from components.stages.catalogue import (
     CODE_ROOT,
@@ -75,17 +74,6 @@ ZERO_SHOT, ROLLOUTS, EVAL_ACTOR, CORY = "eval_zero_shot", "rollouts", "eval_acto
 QUALITY = "critic_quality"  # the stage measuring a SWEET-RL critic (results.md's critic-quality table)
 
 
-class PipelineAlgo(str, Enum):
-    """Every algorithm `sweetflow run` runs: the ColBench ones (train_config.Algo) and CORY's."""
-
-    sweet = "sweet"  # SWEET-RL on a collaborative task
-    mtdpo = "mtdpo"  # multi-turn DPO baseline
-    rft = "rft"  # rejection fine-tuning baseline
-    cory = "cory"  # CORY pioneer/observer co-training on a single-turn task
-    ppo = "ppo"  # single-agent PPO baseline on a single-turn task (the same component, one agent)
-
-
-SINGLE_TURN_ALGOS = (PipelineAlgo.cory, PipelineAlgo.ppo)
 SINGLE_TURN_SECTIONS = ("task", "model", "cluster", "cory")  # what a CORY run reads besides its task's section;
 # collaborative runs read every other section but the sections of the tasks they do not play
 _VAR = re.compile(r"\$\{([\w.-]+)\}")
@@ -94,8 +82,8 @@ _VAR = re.compile(r"\$\{([\w.-]+)\}")
 class PipelineParams(BaseModel):
     """Parameters of a pipeline run (the Prefect UI shows them as a form); `overrides` win over the profile."""
 
-    algo: PipelineAlgo = Field(
-        PipelineAlgo.sweet,
+    algo: Algo = Field(
+        Algo.sweet,
         description="sweet (SWEET-RL) | mtdpo (multi-turn DPO) | "
         "rft (rejection FT) on a collaborative task; cory (CORY) | ppo (single-agent PPO) on a single-turn task",
     )
@@ -139,7 +127,7 @@ class PipelineParams(BaseModel):
 
 @dataclass(frozen=True)
 class RunPlan:
-    algo: PipelineAlgo
+    algo: Algo
     profile: str
     doc: dict[str, Any]  # resolved parameters (profile and overrides applied), no iteration paths
     run_dir: Path
@@ -150,7 +138,7 @@ class RunPlan:
     @property
     def single_turn(self) -> bool:
         """Whether the algorithm plays a single-turn task (cory, ppo) rather than a collaborative one."""
-        return self.algo in SINGLE_TURN_ALGOS
+        return self.algo.single_turn
 
     def iterations(self, n: int) -> list[int]:
         """The pipeline iterations of a run asked for `n` training iterations: 0 (the base model's
@@ -206,14 +194,14 @@ def plan_run(
     out of it too, so that a longer run resumes the shorter one's checkpoint (the per-iteration rows
     are kept)."""
     try:
-        algo = PipelineAlgo(algo)
+        algo = Algo(algo)
     except ValueError:
-        raise ConfigError(f"unknown algo '{algo}' (choose one of {', '.join(a.value for a in PipelineAlgo)})") from None
+        raise ConfigError(f"unknown algo '{algo}' (choose one of {', '.join(a.value for a in Algo)})") from None
     overrides = [*overrides, *([f"task.name={task}"] if task is not None else [])]
     resolved = profiles.resolve(profile, list(overrides))
     _check_task(algo, resolved, named=any(o.replace(" ", "").startswith("task.name=") for o in overrides))
     doc = _sections_of(algo, resolved, overrides)
-    doc["cory" if algo in SINGLE_TURN_ALGOS else "actor"]["algo"] = algo.value
+    doc["cory" if algo.single_turn else "actor"]["algo"] = algo.value
     identity = copy.deepcopy(doc)
     identity.get("cory", {}).pop("iterations", None)
     identity.pop("cluster", None)  # where the steps run does not change what they compute
@@ -225,29 +213,29 @@ def plan_run(
     return RunPlan(algo, profile, doc, Path(runs_root) / f"{name}-{digest}")
 
 
-def _check_task(algo: PipelineAlgo, doc: dict[str, Any], named: bool) -> None:
+def _check_task(algo: Algo, doc: dict[str, Any], named: bool) -> None:
     """ConfigError when the task does not suit the algorithm's kind; a single-turn algorithm on a
     profile whose task is collaborative, no task named, plays the default single-turn task."""
     name = doc[TASK]["name"]
     if name not in TASKS and name not in PROMPT_TASKS:
         raise ConfigError(f"unknown task '{name}' ({kinds()})")
-    if algo in SINGLE_TURN_ALGOS and name in TASKS:
+    if algo.single_turn and name in TASKS:
         if named:
             raise ConfigError(
                 f"algo {algo.value} plays a single-turn task ({', '.join(PROMPT_TASKS)}), not the collaborative "
                 f"task {name}"
             )
         doc[TASK]["name"] = DEFAULT_PROMPT_TASK
-    if algo not in SINGLE_TURN_ALGOS and name in PROMPT_TASKS:
+    if not algo.single_turn and name in PROMPT_TASKS:
         raise ConfigError(
             f"task {name} is a single-turn task, for --algo cory or ppo; algo {algo.value} plays a collaborative "
             f"one ({', '.join(TASKS)})"
         )
 
 
-def _sections_of(algo: PipelineAlgo, doc: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+def _sections_of(algo: Algo, doc: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
     """The sections `algo` reads; an override of any other section is an error."""
-    if algo in SINGLE_TURN_ALGOS:
+    if algo.single_turn:
         keep = {*SINGLE_TURN_SECTIONS, *played_class(doc[TASK]["name"], True).sections}
     else:
         played = set(played_class(doc[TASK]["name"], False).sections)
@@ -269,7 +257,7 @@ def check_baselines(plan: RunPlan, baselines: Sequence[str]) -> None:
     if baselines and plan.single_turn:
         raise ConfigError(
             f"--baselines apply to {', '.join(BASELINES)}, not to {plan.algo.value} (compare it with "
-            f"{'ppo' if plan.algo == PipelineAlgo.cory else 'cory'} in a run of its own)"
+            f"{' or '.join(a.value for a in Algo if a.single_turn and a != plan.algo)} in a run of its own)"
         )
     seen = {identity(plan.doc): "the run itself"}
     bad, reasons = [], []

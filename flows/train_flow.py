@@ -22,7 +22,7 @@ from typing import Optional
 from prefect import flow, get_run_logger, task
 from pydantic import Field
 
-from components.config.training import ActorConfig, Algo, TrainConfig, TrainLayout
+from components.config.training import ActorConfig, Algo, Family, TrainConfig, TrainLayout, of_family
 from components.stages.catalogue import STAGES, training_stages
 from components.tracking import store as tracking
 from flows.cluster import cluster_config, moved_to_cluster, run_step
@@ -46,9 +46,13 @@ TrainParams = flow_params(
 def resolve(params: TrainParams) -> dict:
     """The run's parameters (the sections the algorithm's stages read, with the task's); raises
     ConfigError on bad values."""
-    from components.config.sections import PARAMS, read_params
+    from components.config.sections import PARAMS, ConfigError, read_params
 
     algo = params.algo.value if params.algo else read_params(PARAMS).get("actor", {}).get("algo", Algo.sweet.value)
+    try:
+        of_family(Algo(algo), Family.collaborative, "--algo")
+    except ValueError as exc:
+        raise ConfigError(f"{exc} (CORY and PPO train in `sweetflow run --algo cory|ppo`)") from None
     task = task_name(params.task)
     overrides = {
         "train": params.model_dump(include=set(TRAIN_FIELDS)),

@@ -48,15 +48,10 @@ from __future__ import annotations
 from enum import Enum
 from pathlib import Path
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from components.config.sections import _Section
-from components.config.training import LoraSection
-
-
-class CoryAlgo(str, Enum):
-    cory = "cory"  # pioneer + observer, collective reward, role exchange every T iterations
-    ppo = "ppo"  # single-agent PPO on the query-only prompt (the paper's baseline)
+from components.config.training import Algo, Family, LoraSection, of_family
 
 
 class CoryEngine(str, Enum):
@@ -104,7 +99,7 @@ class CoryConfig(_Section):
     model: str = Field(
         "models/smollm2-135m-instruct", description="base model (HF folder); frozen, it is also the KL reference pi_0"
     )
-    algo: CoryAlgo = Field(CoryAlgo.cory, description="cory (two agents) | ppo (one agent, the baseline)")
+    algo: Algo = Field(Algo.cory, description="cory (two agents) | ppo (one agent, the baseline)")
     iterations: int = Field(
         6,
         ge=1,
@@ -199,18 +194,23 @@ class CoryConfig(_Section):
     @property
     def learning_rate(self) -> float:
         """The AdamW learning rate of this run's agents: `lr` for cory, `ppo_lr` for ppo."""
-        return self.ppo_lr if self.algo == CoryAlgo.ppo else self.lr
+        return self.ppo_lr if self.algo == Algo.ppo else self.lr
 
     @property
     def samples_per_agent(self) -> int:
         """Answers each agent is trained on per iteration."""
-        return self.questions_per_iteration * (2 if self.algo == CoryAlgo.ppo else 1)
+        return self.questions_per_iteration * (2 if self.algo == Algo.ppo else 1)
 
     @property
     def agent_minibatch_size(self) -> int:
         """Samples per optimizer step of one agent: minibatch_size, doubled for PPO, so that PPO and each
         CORY agent take the same number of optimizer steps per iteration on the same generated answers."""
-        return self.minibatch_size * (2 if self.algo == CoryAlgo.ppo else 1)
+        return self.minibatch_size * (2 if self.algo == Algo.ppo else 1)
+
+    @field_validator("algo")
+    @classmethod
+    def _single_turn(cls, value: Algo) -> Algo:
+        return of_family(value, Family.single_turn, "cory.algo")
 
     @model_validator(mode="after")
     def _consistent(self) -> CoryConfig:
@@ -235,5 +235,5 @@ class CoryConfig(_Section):
     def fingerprint(self) -> dict:
         """What a checkpoint must share with this config to be resumed: everything but the number of
         iterations (a run may be extended), where it lives and the other algorithm's learning rate."""
-        unused_lr = "lr" if self.algo == CoryAlgo.ppo else "ppo_lr"
+        unused_lr = "lr" if self.algo == Algo.ppo else "ppo_lr"
         return self.model_dump(mode="json", exclude={"iterations", "out_dir", unused_lr})

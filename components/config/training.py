@@ -8,6 +8,10 @@ outputs without a path per section.
 The defaults equal params.yaml's base sections (tests/unit/test_config_defaults.py), sized for the
 embedded CPU run; the authors' hyper-parameters (docs/algorithms.md, SWEET-RL 3 and 7) are noted beside
 each field and are the gpu-8b profile's values.
+
+`Algo` is every algorithm sweetflow trains with, one enum whose members carry their traits:
+`sweetflow run --algo`, `actor.algo` (the collaborative ones) and `cory.algo` (the single-turn ones)
+take its values; the stages each one runs are the stage catalogue's to say (`training_stages`).
 """
 
 from __future__ import annotations
@@ -16,20 +20,63 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from components.config.sections import OpenAIRetries, _Section
+
+
+class Family(str, Enum):
+    collaborative = "collaborative"  # multi-turn tasks with a simulated human (components/tasks)
+    single_turn = "single_turn"  # single-turn prompt tasks (components/cory)
+
+
+@dataclass(frozen=True)
+class Traits:
+    family: Family
+    reference: bool  # its training computes a frozen reference model's log-probs (DPO; PPO's KL)
+    needs_success: bool = False  # it trains on successful trajectories only (an iteration without one cannot)
+
+
+class Algo(str, Enum):
+    sweet = "sweet"  # SWEET-RL: critic-ranked turn-level DPO
+    mtdpo = "mtdpo"  # multi-turn DPO on trajectory pairs, no critic
+    rft = "rft"  # rejection fine-tuning: SFT on successful trajectories
+    cory = "cory"  # CORY: pioneer + observer, collective reward, role exchange
+    ppo = "ppo"  # single-agent PPO on the query-only prompt (CORY's baseline)
+
+    @property
+    def traits(self) -> Traits:
+        return TRAITS[self]
+
+    @property
+    def single_turn(self) -> bool:
+        return self.traits.family == Family.single_turn
+
+    @classmethod
+    def of(cls, family: Family) -> frozenset["Algo"]:
+        return frozenset(a for a in cls if a.traits.family == family)
+
+
+TRAITS = {
+    Algo.sweet: Traits(Family.collaborative, reference=True),
+    Algo.mtdpo: Traits(Family.collaborative, reference=True),
+    Algo.rft: Traits(Family.collaborative, reference=False, needs_success=True),
+    Algo.cory: Traits(Family.single_turn, reference=True),
+    Algo.ppo: Traits(Family.single_turn, reference=True),
+}
+
+
+def of_family(algo: Algo, family: Family, field: str) -> Algo:
+    """`algo` when it belongs to `family`, else a ValueError naming the ones that do (a config validator)."""
+    if algo.traits.family != family:
+        names = " | ".join(a.value for a in Algo if a in Algo.of(family))
+        raise ValueError(f"{field} takes a {family.value.replace('_', '-')} algorithm ({names}), not {algo.value}")
+    return algo
 
 
 class Normalize(str, Enum):
     per_turn = "per_turn"
     joint = "joint"
-
-
-class Algo(str, Enum):
-    sweet = "sweet"  # critic-ranked turn-level DPO (SWEET-RL)
-    mtdpo = "mtdpo"  # multi-turn DPO on trajectory pairs, no critic
-    rft = "rft"  # rejection fine-tuning: SFT on successful trajectories
 
 
 class NllScope(str, Enum):
@@ -297,3 +344,8 @@ class ActorConfig(_Section):
     max_length: int = Field(4096, ge=64, description="longer sequences are left out")
     ref_batch_size: int = Field(4, ge=1, description="sequences per forward in the reference pass")
     optim: OptimConfig = Field(default_factory=actor_optim, description="authors: 1 epoch, lr 2e-7")
+
+    @field_validator("algo")
+    @classmethod
+    def _collaborative(cls, value: Algo) -> Algo:
+        return of_family(value, Family.collaborative, "actor.algo")

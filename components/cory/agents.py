@@ -33,7 +33,8 @@ from pathlib import Path
 
 import torch
 
-from components.config.cory import CoryAlgo, CoryConfig
+from components.config.cory import CoryConfig
+from components.config.training import Algo
 from components.cory.shaping import ShapingState, initial_state
 from components.training.precision import MasterAdamW
 
@@ -54,14 +55,14 @@ class Agent:
         return self.optimizer.model_params
 
 
-def agent_names(algo: CoryAlgo) -> list[str]:
-    return ["agent0", "agent1"] if algo == CoryAlgo.cory else ["agent0"]
+def agent_names(algo: Algo) -> list[str]:
+    return ["agent0", "agent1"] if algo == Algo.cory else ["agent0"]
 
 
-def roles_at(iteration: int, algo: CoryAlgo, exchange_every: int) -> dict[str, str]:
+def roles_at(iteration: int, algo: Algo, exchange_every: int) -> dict[str, str]:
     """role -> agent name at `iteration` (1-based). CORY: agent0 pioneers in blocks 0, 2, 4... of
     `exchange_every` iterations, agent1 in the others; PPO: agent0 is the only policy."""
-    if algo == CoryAlgo.ppo:
+    if algo == Algo.ppo:
         return {POLICY: "agent0"}
     swapped = ((iteration - 1) // exchange_every) % 2 == 1
     return {PIONEER: "agent1", OBSERVER: "agent0"} if swapped else {PIONEER: "agent0", OBSERVER: "agent1"}

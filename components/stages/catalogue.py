@@ -26,7 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
-from components.config.training import CriticChoice, TrainLayout
+from components.config.training import Algo, CriticChoice, Family, TrainLayout
 
 CODE_ROOT = Path(__file__).resolve().parents[2]  # the checkout holding components/
 PACKAGE = "components"
@@ -47,6 +47,7 @@ class Out:
     path: str
     persist: bool = False  # kept across a re-run: the stage resumes from it
     cache: bool = True  # false: small files DVC tracks without caching
+    reference: bool = False  # a frozen reference model's log-probs: written only by algorithms that have one
 
 
 @dataclass(frozen=True)
@@ -69,14 +70,15 @@ class Stage:
     name: str
     label: str  # what the console and MLflow call it
     module: str
-    sections: tuple[str, ...]  # params.yaml sections it reads
-    inputs: tuple[str, ...]  # data files (and other stages' outputs) it reads
-    models: tuple[str, ...]  # models it loads: a dep when a local folder (a hub id is not a file)
     outs: tuple[Out, ...]
-    metrics: str | None  # its metrics.json
     kind: Kind
-    algos: frozenset[str]
+    sections: tuple[str, ...] = ()  # params.yaml sections it reads
+    inputs: tuple[str, ...] = ()  # data files (and other stages' outputs) it reads
+    models: tuple[str, ...] = ()  # models it loads: a dep when a local folder (a hub id is not a file)
+    metrics: str | None = None  # its metrics.json
+    algos: frozenset[str] = frozenset()  # the algorithms whose runs have it (none: a set-up stage)
     args: tuple[str, ...] = ()
+    input_by_algo: tuple[tuple[Algo, str], ...] = ()  # (algorithm, its own input beside `inputs`)
     optional_inputs: tuple[str, ...] = ()  # `section.key`: an input only when that value is set
     curves: str | None = None  # JSONL of per-step numbers, logged as MLflow curves
     artifacts: tuple[str, ...] = ()  # further files kept in MLflow
@@ -94,27 +96,32 @@ class Stage:
         return tuple(out)
 
     def outs_for(self, algo: str | None) -> tuple[Out, ...]:
-        """The outs under `algo` (SFT, rft's actor loss, has no reference pass to cache)."""
-        if self.name == "actor" and algo == "rft":
-            return tuple(o for o in self.outs if not o.path.endswith("reference_logprobs.jsonl"))
+        """The outs under `algo` (an algorithm without a reference model, rft's SFT, caches no reference pass)."""
+        if algo is not None and not Algo(algo).traits.reference:
+            return tuple(o for o in self.outs if not o.reference)
         return self.outs
 
     def inputs_for(self, algo: str | None, file_keys: Sequence[str]) -> tuple[str, ...]:
-        """The inputs under `algo` (the actor trains on another file per algorithm), TASKS being the
-        records files of the task played (`file_keys`: its file_keys())."""
+        """The inputs under `algo` (`input_by_algo`: the actor trains on another file per algorithm;
+        the default algorithm's when none is named), TASKS being the records files of the task played
+        (`file_keys`: its file_keys())."""
         inputs: tuple[str, ...] = ()
         for i in self.inputs:
             inputs += tuple(f"${{{key}}}" for key in file_keys) if i == TASKS else (i,)
-        if self.name == "actor" and algo in ACTOR_INPUT:
-            return tuple(i for i in inputs if i not in ACTOR_INPUT.values()) + (ACTOR_INPUT[algo],)
-        return inputs
+        own = dict(self.input_by_algo).get(Algo(algo or DEFAULT_ALGO))
+        return inputs + ((own,) if own else ())
 
 
-COLBENCH = frozenset({"sweet", "mtdpo", "rft"})  # the collaborative-task algorithms (any task)
+COLBENCH = Algo.of(Family.collaborative)  # the collaborative-task algorithms (any task)
+DEFAULT_ALGO = Algo.sweet  # the root dvc.yaml's (params.yaml actor.algo)
 TASK = "task"  # in `sections`: the `task` section and the sections of the task it names
 TASKS = "<tasks file>"  # in `inputs`: the records files of the run's task (its file_keys())
 ROLLOUTS = "${train.trajectories}/trajectories.jsonl"
-ACTOR_INPUT = {"sweet": str(TRAIN.ranking_dir / "turn_pairs.jsonl"), "mtdpo": str(TRAIN.pairs), "rft": ROLLOUTS}
+ACTOR_INPUT = {
+    Algo.sweet: str(TRAIN.ranking_dir / "turn_pairs.jsonl"),
+    Algo.mtdpo: str(TRAIN.pairs),
+    Algo.rft: ROLLOUTS,
+}
 
 
 def _episode_outs(out_dir: str, scores: bool) -> tuple[Out, ...]:
@@ -126,7 +133,7 @@ def _training_outs(folder: Path) -> tuple[Out, ...]:
     return (
         Out(str(folder / "model")),
         Out(str(folder / "checkpoints"), persist=True),
-        Out(str(folder / "reference_logprobs.jsonl"), persist=True),
+        Out(str(folder / "reference_logprobs.jsonl"), persist=True, reference=True),
         Out(str(folder / "train_metrics.jsonl"), persist=True, cache=False),
     )
 
@@ -135,188 +142,173 @@ STAGES: dict[str, Stage] = {
     s.name: s
     for s in (
         Stage(
-            "prepare_model",
-            "default model",
-            "components.data.model_prepare",
-            (),
-            (),
-            (),
-            (Out("${model.out_dir}"),),
-            None,
-            Kind.model,
-            frozenset(),
+            name="prepare_model",
+            label="default model",
+            module="components.data.model_prepare",
+            outs=(Out("${model.out_dir}"),),
+            kind=Kind.model,
             args=("--out", "${model.out_dir}"),
         ),
         Stage(
-            "elicitation_tasks",
-            "task generation",
-            "components.tasks.elicitation_generate",
-            ("elicitation",),
-            (),
-            (),
-            (Out("${elicitation.file}"),),
-            None,
-            Kind.data,
-            frozenset(),
+            name="elicitation_tasks",
+            label="task generation",
+            module="components.tasks.elicitation_generate",
+            sections=("elicitation",),
+            outs=(Out("${elicitation.file}"),),
+            kind=Kind.data,
         ),
         Stage(
-            "reviews_openers",
-            "opener generation",
-            "components.cory.reviews_generate",
-            ("reviews",),
-            (),
-            (),
-            (Out("${reviews.file}"),),
-            None,
-            Kind.data,
-            frozenset(),
+            name="reviews_openers",
+            label="opener generation",
+            module="components.cory.reviews_generate",
+            sections=("reviews",),
+            outs=(Out("${reviews.file}"),),
+            kind=Kind.data,
         ),
         Stage(
-            "eval_zero_shot",
-            "evaluation",
-            "components.stages.evaluate",
-            (TASK, "episode", "eval"),
-            (TASKS,),
-            ("${eval.model}",),
-            _episode_outs("${eval.out_dir}", True),
-            "${eval.out_dir}/metrics.json",
-            Kind.eval,
-            COLBENCH,
+            name="eval_zero_shot",
+            label="evaluation",
+            module="components.stages.evaluate",
+            sections=(TASK, "episode", "eval"),
+            inputs=(TASKS,),
+            models=("${eval.model}",),
+            outs=_episode_outs("${eval.out_dir}", True),
+            metrics="${eval.out_dir}/metrics.json",
+            kind=Kind.eval,
+            algos=COLBENCH,
             artifacts=("${eval.out_dir}/scores.jsonl",),
             dialogues="${eval.out_dir}/trajectories.jsonl",
             sample_key="eval.sample_dialogues",
             trace_key="eval.trace_dialogues",
         ),
         Stage(
-            "rollouts",
-            "rollouts",
-            "components.stages.rollouts",
-            (TASK, "episode", "rollouts"),
-            (TASKS,),
-            ("${rollouts.model}",),
-            _episode_outs("${rollouts.out_dir}", False),
-            "${rollouts.out_dir}/metrics.json",
-            Kind.episodes,
-            COLBENCH,
+            name="rollouts",
+            label="rollouts",
+            module="components.stages.rollouts",
+            sections=(TASK, "episode", "rollouts"),
+            inputs=(TASKS,),
+            models=("${rollouts.model}",),
+            outs=_episode_outs("${rollouts.out_dir}", False),
+            metrics="${rollouts.out_dir}/metrics.json",
+            kind=Kind.episodes,
+            algos=COLBENCH,
             optional_inputs=("rollouts.offline",),
             dialogues="${rollouts.out_dir}/trajectories.jsonl",
             sample_key="rollouts.sample_dialogues",
             trace_key="rollouts.trace_dialogues",
         ),
         Stage(
-            "train_pairs",
-            "trajectory pairs",
-            "components.stages.pairs",
-            ("pairs", "train", TASK),
-            (ROLLOUTS,),
-            (),
-            (Out(str(TRAIN.pairs)),),
-            str(TRAIN.pairs.parent / "pairs_metrics.json"),
-            Kind.train,
-            frozenset({"sweet", "mtdpo"}),
+            name="train_pairs",
+            label="trajectory pairs",
+            module="components.stages.pairs",
+            sections=("pairs", "train", TASK),
+            inputs=(ROLLOUTS,),
+            outs=(Out(str(TRAIN.pairs)),),
+            metrics=str(TRAIN.pairs.parent / "pairs_metrics.json"),
+            kind=Kind.train,
+            algos=frozenset({Algo.sweet, Algo.mtdpo}),
             args=("trajectory",),
         ),
         Stage(
-            "critic",
-            "critic",
-            "components.stages.critic",
-            ("critic", "train", TASK),
-            (ROLLOUTS, str(TRAIN.pairs), TASKS),
-            ("${critic.model}",),
-            _training_outs(TRAIN.critic_dir),
-            str(TRAIN.critic_dir / "metrics.json"),
-            Kind.train,
-            frozenset({"sweet"}),
+            name="critic",
+            label="critic",
+            module="components.stages.critic",
+            sections=("critic", "train", TASK),
+            inputs=(ROLLOUTS, str(TRAIN.pairs), TASKS),
+            models=("${critic.model}",),
+            outs=_training_outs(TRAIN.critic_dir),
+            metrics=str(TRAIN.critic_dir / "metrics.json"),
+            kind=Kind.train,
+            algos=frozenset({Algo.sweet}),
             curves=str(TRAIN.critic_dir / "train_metrics.jsonl"),
             artifacts=(str(TRAIN.critic_dir / "advantages.md"),),
             unless=Unless("ranking.critic", CriticChoice.untrained.value),  # the base model ranks: nothing to train
         ),
         Stage(
-            "candidates",
-            "candidates",
-            "components.stages.candidates",
-            ("candidates", "train", "episode"),
-            (ROLLOUTS,),
-            ("${train.model}",),
-            (Out(str(TRAIN.candidates), persist=True),),  # sampled states survive a crash
-            str(TRAIN.candidates.parent / "candidates_metrics.json"),
-            Kind.train,
-            frozenset({"sweet"}),
+            name="candidates",
+            label="candidates",
+            module="components.stages.candidates",
+            sections=("candidates", "train", "episode"),
+            inputs=(ROLLOUTS,),
+            models=("${train.model}",),
+            outs=(Out(str(TRAIN.candidates), persist=True),),  # sampled states survive a crash
+            metrics=str(TRAIN.candidates.parent / "candidates_metrics.json"),
+            kind=Kind.train,
+            algos=frozenset({Algo.sweet}),
             unless=Unless("train.candidates"),  # the run ranks candidates sampled before (another run's)
         ),
         Stage(
-            "ranking",
-            "ranking",
-            "components.stages.ranking",
-            ("ranking", "critic", "train", TASK),
-            (str(TRAIN.candidates), TASKS),
-            (str(TRAIN.critic_dir / "model"), "${critic.model}", "${train.model}"),
-            (
+            name="ranking",
+            label="ranking",
+            module="components.stages.ranking",
+            sections=("ranking", "critic", "train", TASK),
+            inputs=(str(TRAIN.candidates), TASKS),
+            models=(str(TRAIN.critic_dir / "model"), "${critic.model}", "${train.model}"),
+            outs=(
                 Out(str(TRAIN.ranking_dir / "ranked.jsonl")),
                 Out(str(TRAIN.ranking_dir / "baseline_means.jsonl"), persist=True),
                 Out(str(TRAIN.ranking_dir / "critic_means.jsonl")),
             ),
-            str(TRAIN.ranking_dir / "ranking_metrics.json"),
-            Kind.train,
-            frozenset({"sweet"}),
+            metrics=str(TRAIN.ranking_dir / "ranking_metrics.json"),
+            kind=Kind.train,
+            algos=frozenset({Algo.sweet}),
             optional_inputs=("train.candidates",),
         ),
         Stage(
-            "turn_pairs",
-            "turn pairs",
-            "components.stages.pairs",
-            ("pairs", "train", TASK),
-            (str(TRAIN.ranking_dir / "ranked.jsonl"),),
-            (),
-            (Out(ACTOR_INPUT["sweet"]),),
-            str(TRAIN.ranking_dir / "turn_pairs_metrics.json"),
-            Kind.train,
-            frozenset({"sweet"}),
+            name="turn_pairs",
+            label="turn pairs",
+            module="components.stages.pairs",
+            sections=("pairs", "train", TASK),
+            inputs=(str(TRAIN.ranking_dir / "ranked.jsonl"),),
+            outs=(Out(ACTOR_INPUT[Algo.sweet]),),
+            metrics=str(TRAIN.ranking_dir / "turn_pairs_metrics.json"),
+            kind=Kind.train,
+            algos=frozenset({Algo.sweet}),
             args=("turn",),
         ),
         Stage(
-            "critic_quality",
-            "critic quality",
-            "components.stages.critic_quality",
-            ("critic", "ranking", "train", "episode", TASK),
-            (
+            name="critic_quality",
+            label="critic quality",
+            module="components.stages.critic_quality",
+            sections=("critic", "ranking", "train", "episode", TASK),
+            inputs=(
                 ROLLOUTS,
                 str(TRAIN.pairs),
                 *(str(TRAIN.ranking_dir / f) for f in ("ranked.jsonl", "critic_means.jsonl", "baseline_means.jsonl")),
-                ACTOR_INPUT["sweet"],
+                ACTOR_INPUT[Algo.sweet],
                 TASKS,
             ),
-            (str(TRAIN.critic_dir / "model"), "${critic.model}", "${train.model}"),
-            (Out(str(TRAIN.quality_dir / "quality.md")),),
-            str(TRAIN.quality_dir / "metrics.json"),
-            Kind.train,
-            frozenset({"sweet"}),
+            models=(str(TRAIN.critic_dir / "model"), "${critic.model}", "${train.model}"),
+            outs=(Out(str(TRAIN.quality_dir / "quality.md")),),
+            metrics=str(TRAIN.quality_dir / "metrics.json"),
+            kind=Kind.train,
+            algos=frozenset({Algo.sweet}),
             artifacts=(str(TRAIN.quality_dir / "quality.md"),),
         ),
         Stage(
-            "actor",
-            "actor",
-            "components.stages.actor",
-            ("actor", "train"),
-            (ACTOR_INPUT["sweet"],),
-            ("${train.model}",),
-            _training_outs(TRAIN.actor_dir),
-            str(TRAIN.actor_dir / "metrics.json"),
-            Kind.train,
-            COLBENCH,
+            name="actor",
+            label="actor",
+            module="components.stages.actor",
+            sections=("actor", "train"),
+            input_by_algo=tuple(ACTOR_INPUT.items()),
+            models=("${train.model}",),
+            outs=_training_outs(TRAIN.actor_dir),
+            metrics=str(TRAIN.actor_dir / "metrics.json"),
+            kind=Kind.train,
+            algos=COLBENCH,
             curves=str(TRAIN.actor_dir / "train_metrics.jsonl"),
         ),
         Stage(
-            "eval_actor",
-            "evaluation",
-            "components.stages.evaluate",
-            (TASK, "episode", "eval"),
-            (TASKS,),
-            (str(TRAIN.actor_dir / "model"),),
-            _episode_outs(str(TRAIN.root / "eval"), True),
-            str(TRAIN.root / "eval" / "metrics.json"),
-            Kind.eval,
-            COLBENCH,
+            name="eval_actor",
+            label="evaluation",
+            module="components.stages.evaluate",
+            sections=(TASK, "episode", "eval"),
+            inputs=(TASKS,),
+            models=(str(TRAIN.actor_dir / "model"),),
+            outs=_episode_outs(str(TRAIN.root / "eval"), True),
+            metrics=str(TRAIN.root / "eval" / "metrics.json"),
+            kind=Kind.eval,
+            algos=COLBENCH,
             args=("--model", str(TRAIN.actor_dir / "model"), "--out", str(TRAIN.root / "eval")),
             artifacts=(str(TRAIN.root / "eval" / "scores.jsonl"),),
             dialogues=str(TRAIN.root / "eval" / "trajectories.jsonl"),
@@ -324,13 +316,13 @@ STAGES: dict[str, Stage] = {
             trace_key="eval.trace_dialogues",
         ),
         Stage(
-            "cory",
-            "CORY/PPO",
-            "components.stages.cory",
-            ("cory", TASK),
-            (TASKS,),
-            ("${cory.model}",),
-            (
+            name="cory",
+            label="CORY/PPO",
+            module="components.stages.cory",
+            sections=("cory", TASK),
+            inputs=(TASKS,),
+            models=("${cory.model}",),
+            outs=(
                 Out("${cory.out_dir}/adapters"),
                 Out("${cory.out_dir}/checkpoint", persist=True),
                 Out("${cory.out_dir}/eval_initial.json", persist=True),
@@ -338,9 +330,9 @@ STAGES: dict[str, Stage] = {
                 Out("${cory.out_dir}/samples.jsonl", persist=True, cache=False),
                 Out("${cory.out_dir}/eval_prompts.jsonl", persist=True, cache=False),
             ),
-            "${cory.out_dir}/metrics.json",
-            Kind.cory,
-            frozenset({"cory", "ppo"}),
+            metrics="${cory.out_dir}/metrics.json",
+            kind=Kind.cory,
+            algos=Algo.of(Family.single_turn),
             curves="${cory.out_dir}/iterations.jsonl",
         ),
     )

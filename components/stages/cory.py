@@ -46,8 +46,9 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from components.config.cory import CoryAlgo, CoryConfig
+from components.config.cory import CoryConfig
 from components.config.sections import ConfigError
+from components.config.training import Algo
 from components.cory import state
 from components.cory.agents import AgentPool, agent_names, roles_at
 from components.cory.evaluation import evaluate_agent
@@ -61,7 +62,7 @@ from components.episodes.driver import derive_seed
 from components.stages.result import StageResult
 
 log = logging.getLogger(__name__)
-SAMPLERS = {CoryAlgo.cory: cory_samples, CoryAlgo.ppo: ppo_samples}
+SAMPLERS = {Algo.cory: cory_samples, Algo.ppo: ppo_samples}
 SAMPLE_QUESTIONS = 2  # questions per iteration whose answers go to samples.jsonl
 EVAL_KEYS = ("pass_at_1", "reward", "kl", "objective", "sampled_reward", "sampled_kl", "entropy", "distinct_2")
 NO_SIGNAL = (

@@ -61,7 +61,7 @@ def test_pipeline_deployment_form_has_the_run_options(client):
     schema = dep.parameter_openapi_schema
     fields = schema["definitions"]["PipelineParams"]["properties"]
     assert {"algo", "iterations", "profile", "overrides", "runs_root"} <= set(fields)
-    assert schema["definitions"]["PipelineAlgo"]["enum"] == ["sweet", "mtdpo", "rft", "cory", "ppo"]  # a drop-down
+    assert schema["definitions"]["Algo"]["enum"] == ["sweet", "mtdpo", "rft", "cory", "ppo"]  # a drop-down
 
 
 def test_the_server_schedules_runs_at_the_cron_times(client):

@@ -186,3 +186,9 @@ def test_a_stage_the_run_settings_make_unnecessary_is_not_run_and_not_a_dep():
         "${critic.model}" in deps
         and "${train.out_dir}/critic/model" in dvc_stage(STAGES["ranking"], "elicitation")["deps"]
     )
+
+
+def test_an_algorithm_without_a_reference_model_caches_no_reference_pass():
+    actor = STAGES["actor"]
+    assert any(o.reference for o in actor.outs_for("sweet")) and any(o.reference for o in actor.outs_for("mtdpo"))
+    assert not any(o.reference for o in actor.outs_for("rft")) and len(actor.outs_for("rft")) == len(actor.outs) - 1

@@ -52,6 +52,12 @@ def test_eval_rejects_a_missing_model():
     assert result.exit_code == 2 and "/nonexistent/model-folder" in result.output
 
 
+def test_train_refuses_a_single_turn_algorithm(tmp_path):
+    result = runner.invoke(app, ["train", "--algo", "cory", "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2 and "--algo takes a collaborative algorithm" in result.output
+    assert "sweetflow run --algo cory|ppo" in result.output and not (tmp_path / "out").exists()
+
+
 def test_eval_rejects_seed_and_seeds_together():
     result = runner.invoke(app, ["eval", "--seed", "1", "--seeds", "1,2"])
     assert result.exit_code == 2 and "not both" in result.output

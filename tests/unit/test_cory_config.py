@@ -4,7 +4,8 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from components.config.cory import CoryAlgo, CoryConfig, ScoreScaling, Shaping
+from components.config.cory import CoryConfig, ScoreScaling, Shaping
+from components.config.training import Algo
 from components.cory.agents import roles_at
 from components.cory.registry import prompt_task_sections
 from components.stages.cli import stage_cli
@@ -12,7 +13,7 @@ from components.stages.cli import stage_cli
 
 def test_defaults_are_valid_and_paper_values_where_cheap():
     cfg = CoryConfig()
-    assert cfg.algo == CoryAlgo.cory
+    assert cfg.algo == Algo.cory
     assert (cfg.eta, cfg.clip, cfg.gamma, cfg.lam, cfg.exchange_every) == (0.01, 0.2, 1.0, 0.95, 5)
     assert cfg.samples_per_agent == cfg.questions_per_iteration
 
@@ -92,9 +93,9 @@ def test_paper_shaping_is_the_default_and_trl_carries_the_authors_values():
 
 
 def test_roles_exchange_every_t_iterations():
-    pioneers = [roles_at(i, CoryAlgo.cory, 2)["pioneer"] for i in range(1, 8)]
+    pioneers = [roles_at(i, Algo.cory, 2)["pioneer"] for i in range(1, 8)]
     assert pioneers == ["agent0", "agent0", "agent1", "agent1", "agent0", "agent0", "agent1"]
     for i in range(1, 8):
-        roles = roles_at(i, CoryAlgo.cory, 2)
+        roles = roles_at(i, Algo.cory, 2)
         assert {roles["pioneer"], roles["observer"]} == {"agent0", "agent1"}
-    assert roles_at(7, CoryAlgo.ppo, 2) == {"policy": "agent0"}
+    assert roles_at(7, Algo.ppo, 2) == {"policy": "agent0"}

@@ -5,9 +5,10 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from components.config.training import Algo
 from components.tracking.critic_report import critic_quality_table
 from flows.pipeline_flow import Iteration, results_table
-from flows.plan import PipelineAlgo, RunPlan
+from flows.plan import RunPlan
 
 QUALITY = {
     "tie_tolerance": 1e-4,
@@ -70,7 +71,7 @@ def test_absent_figures_print_a_dash_and_an_unmeasured_run_gets_no_table():
 
 
 def test_results_md_gains_the_table_for_the_run_and_its_sweet_ablations_only():
-    plan = RunPlan(PipelineAlgo.sweet, "smoke", {"task": {"name": "elicitation"}}, Path("runs/pipeline/x"))
+    plan = RunPlan(Algo.sweet, "smoke", {"task": {"name": "elicitation"}}, Path("runs/pipeline/x"))
     metrics = {"n": 2, "mean_score": 0.5, "success_rate": 0.0}
     metrics |= {f"{k}_ci_{b}": 0.0 for k in ("mean_score", "success_rate") for b in ("low", "high")}
     first = Iteration(1, "actor", metrics=metrics, critic_quality=QUALITY)

@@ -4,24 +4,25 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from components.config.training import Algo
 from components.data.records import Trajectory, read_jsonl, write_jsonl
 from components.episodes.metrics import win_rate
 from flows import inputs
 from flows.pipeline_flow import Iteration, results_table
-from flows.plan import PipelineAlgo, RunPlan
+from flows.plan import RunPlan
 from tests.factories import make_trajectory
 
 
 def test_rft_needs_a_trajectory_at_its_score_threshold_and_dpo_needs_pairs():
     rollouts = {"n_trajectories": 8, "success_rate": 0.0, "best_score": 1 / 3}
-    assert "no successful trajectory among 8" in inputs.no_signal(PipelineAlgo.rft, "rollouts", rollouts)
-    assert inputs.no_signal(PipelineAlgo.rft, "rollouts", rollouts, rft_min_score=0.3) is None
-    assert "scoring 0.5" in inputs.no_signal(PipelineAlgo.rft, "rollouts", rollouts, rft_min_score=0.5)
-    assert inputs.no_signal(PipelineAlgo.sweet, "rollouts", rollouts) is None
-    assert "0 trajectory pairs" in inputs.no_signal(PipelineAlgo.mtdpo, "train_pairs", {"pairs": 0})
-    assert "pairs.min_gap" in inputs.no_signal(PipelineAlgo.sweet, "train_pairs", {"pairs": 0, "rule": "gap"})
-    assert "pairs.min_chosen_score" in inputs.no_signal(PipelineAlgo.sweet, "train_pairs", {"pairs": 0, "rule": "best"})
-    nothing = inputs.no_signal(PipelineAlgo.sweet, "train_pairs", {"pairs": 0, "trajectories": 24, "best_score": 0.0})
+    assert "no successful trajectory among 8" in inputs.no_signal(Algo.rft, "rollouts", rollouts)
+    assert inputs.no_signal(Algo.rft, "rollouts", rollouts, rft_min_score=0.3) is None
+    assert "scoring 0.5" in inputs.no_signal(Algo.rft, "rollouts", rollouts, rft_min_score=0.5)
+    assert inputs.no_signal(Algo.sweet, "rollouts", rollouts) is None
+    assert "0 trajectory pairs" in inputs.no_signal(Algo.mtdpo, "train_pairs", {"pairs": 0})
+    assert "pairs.min_gap" in inputs.no_signal(Algo.sweet, "train_pairs", {"pairs": 0, "rule": "gap"})
+    assert "pairs.min_chosen_score" in inputs.no_signal(Algo.sweet, "train_pairs", {"pairs": 0, "rule": "best"})
+    nothing = inputs.no_signal(Algo.sweet, "train_pairs", {"pairs": 0, "trajectories": 24, "best_score": 0.0})
     assert "every one scored 0" in nothing and "rollouts.offline" in nothing
 
 
@@ -38,7 +39,7 @@ def _metrics(score: float) -> dict:
 
 
 def test_results_table_lists_zero_shot_each_iteration_and_each_baseline():
-    plan = RunPlan(PipelineAlgo.sweet, "default", {"task": {"name": "elicitation"}}, Path("runs/pipeline/x"))
+    plan = RunPlan(Algo.sweet, "default", {"task": {"name": "elicitation"}}, Path("runs/pipeline/x"))
     zero = Iteration(0, "base", metrics=_metrics(0.06))
     first = Iteration(1, "actor", metrics=_metrics(0.12))
     first.baselines = {
@@ -67,7 +68,7 @@ def test_win_rate_against_zero_shot_pairs_the_same_tasks(tmp_path):
 
     base = evaluated("zero", {"a": 0.5, "b": 0.7, "c": 0.2, "d": 0.9})
     trained = evaluated("one", {"a": 0.6, "b": 0.7, "c": 0.1, "e": 1.0})  # d and e are not shared
-    plan = RunPlan(PipelineAlgo.sweet, "default", {"task": {"name": "colbench-frontend"}}, Path("runs/pipeline/x"))
+    plan = RunPlan(Algo.sweet, "default", {"task": {"name": "colbench-frontend"}}, Path("runs/pipeline/x"))
     zero = Iteration(0, "base", metrics=_metrics(0.5), eval_dir=str(base))
     first = Iteration(1, "actor", metrics=_metrics(0.6), eval_dir=str(trained))
     rows = [line.split("|")[1:-1] for line in results_table(plan, [zero, first]).splitlines()[4:]]

@@ -63,3 +63,19 @@ def test_bad_critic_values_are_rejected_naming_the_field(tmp_path, text, field):
 def test_other_sections_reject_out_of_range_values(tmp_path, model, section, text):
     with pytest.raises(ConfigError, match=f"invalid configuration.*\\[{section}\\]"):
         load_section(model, section, path=write(tmp_path, text))
+
+
+def test_one_algorithm_enum_and_each_section_takes_its_family(tmp_path):
+    from components.config.cory import CoryConfig
+    from components.config.training import Family
+
+    assert Algo.of(Family.collaborative) == {Algo.sweet, Algo.mtdpo, Algo.rft}
+    assert Algo.of(Family.single_turn) == {Algo.cory, Algo.ppo} and Algo.ppo.single_turn
+    assert not Algo.rft.traits.reference and Algo.rft.traits.needs_success and Algo.sweet.traits.reference
+    path = write(tmp_path, "actor:\n  algo: cory\n")
+    with pytest.raises(
+        ConfigError, match=r"actor.algo takes a collaborative algorithm \(sweet \| mtdpo \| rft\), not cory"
+    ):
+        load_section(ActorConfig, "actor", path=path)
+    with pytest.raises(ValueError, match=r"cory.algo takes a single-turn algorithm \(cory \| ppo\), not sweet"):
+        CoryConfig(algo="sweet")
