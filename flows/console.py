@@ -37,7 +37,6 @@ import re
 import select
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -46,6 +45,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import IO, Mapping, Sequence
+
+from flows.processes import end_group
 
 VERBOSE_ENV = "SWEETFLOW_VERBOSE"
 TAIL_LINES = 30
@@ -328,7 +329,7 @@ def run_logged(
             code = proc.wait()
         finally:
             if proc.poll() is None:
-                _terminate(proc)
+                end_group(proc, _TERM_WAIT_S)
             proc.stdout.close()
             console.feed(decoder.decode(b"", final=True))
             console.close()
@@ -379,33 +380,6 @@ def _report_failure(result: ChildResult, stream: IO[str]) -> None:
         )
     )
     stream.flush()
-
-
-def _terminate(proc: subprocess.Popen) -> None:
-    """SIGTERM to the child's whole group; SIGKILL to the group if anything of it (the child, or a
-    grandchild that ignores SIGTERM, e.g. an engine process) is still there after a while."""
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + _TERM_WAIT_S
-    while _group_alive(proc) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait()
-
-
-def _group_alive(proc: subprocess.Popen) -> bool:
-    """Whether any process of the child's group is still running (the child itself is reaped here)."""
-    proc.poll()
-    try:
-        os.killpg(proc.pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def _isatty(stream: IO[str]) -> bool:

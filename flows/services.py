@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Iterator, Sequence
 
+from flows.processes import end_group
+
 LOG_TAIL_LINES = 20
 
 
@@ -90,35 +92,9 @@ def healthy(url: str, timeout: float = 2.0) -> bool:
         return False
 
 
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def stop(running: Running, grace: float = 10.0) -> None:
     """SIGTERM the service's process group, wait up to `grace` s, then SIGKILL what is left."""
-    pgid = running.proc.pid  # started with start_new_session: the leader's pid is the group id
-    for sig, wait_s in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-        if not _group_alive(pgid):
-            break
-        try:
-            os.killpg(pgid, sig)
-        except ProcessLookupError:
-            break
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
-            if running.proc.poll() is not None and not _group_alive(pgid):
-                break
-            time.sleep(0.1)
-    try:
-        running.proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        pass
+    end_group(running.proc, grace)
     running.log_file.close()
 
 

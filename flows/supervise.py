@@ -29,46 +29,15 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Sequence
+
+from flows.processes import kill_session
 
 SUPERVISED_ENV = "SWEETFLOW_SUPERVISED"  # set in the worker: it runs the command itself
 STEP_FILE_ENV = "SWEETFLOW_STEP_FILE"  # where the worker writes the step it is running
 GRACE_S = 10.0  # after forwarding the interrupt, the worker's time to end cleanly
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-def session_members(sid: int) -> list[int]:
-    """Pids of the live processes whose session id is `sid` (field 6 of /proc/PID/stat)."""
-    pids = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[3]) == sid and fields[0] != "Z":
-            pids.append(int(stat.parent.name))
-    return pids
-
-
-def kill_session(sid: int, wait_s: float = 5.0) -> None:
-    """SIGKILL every process of session `sid` (its process group where /proc is missing) and wait
-    until they are gone, so that a re-run started right after finds no lock of theirs held."""
-    if not Path("/proc/self/stat").exists():
-        try:
-            os.killpg(sid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        return
-    deadline = time.monotonic() + wait_s
-    while (pids := session_members(sid)) and time.monotonic() < deadline:
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        time.sleep(0.05)
 
 
 def _die_with_parent() -> None:

@@ -121,13 +121,3 @@ def test_a_worker_that_ends_by_itself_keeps_its_exit_status_and_prints_nothing_m
         timeout=30,
     )
     assert (done.returncode, done.stdout, done.stderr) == (3, "hi\n", "")
-
-
-def test_session_members_lists_a_new_sessions_processes():
-    proc = subprocess.Popen(["sleep", "30"], start_new_session=True)
-    try:
-        assert supervise.session_members(proc.pid) == [proc.pid]
-    finally:
-        supervise.kill_session(proc.pid)
-        proc.wait(timeout=5)
-    assert proc.returncode == -signal.SIGKILL
