@@ -33,7 +33,7 @@ lint: install
 	$(BIN)/ruff format --check .
 
 test: lint data model
-	$(BIN)/pytest -q -m "not slow and not gpu and not manual" --durations=10
+	$(BIN)/pytest -q -m "not slow and not gpu and not manual" --durations=25
 
 test-slow: data model
 	$(BIN)/pytest -q -m "slow and not manual" --durations=5
