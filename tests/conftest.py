@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -71,6 +72,12 @@ def git_dvc_init(path: Path) -> Path:
     """`path` as a git + DVC project: every sweetflow command runs its stages through DVC there."""
     for cmd in (["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"]):
         subprocess.run(cmd, cwd=path, check=True)
+    return path
+
+
+def git_dvc_project(path: Path) -> Path:
+    """`path` as a git + DVC project holding this checkout's params.yaml (what `sweetflow run` reads)."""
+    shutil.copy(REPO / "params.yaml", git_dvc_init(path) / "params.yaml")
     return path
 
 

@@ -1,5 +1,7 @@
-"""Process checks shared by the tests that send real signals."""
+"""Process checks shared by the tests that send real signals, and a free local port for the ones that
+start servers."""
 
+import socket
 from pathlib import Path
 
 
@@ -10,3 +12,9 @@ def alive(pid: int) -> bool:
     except (FileNotFoundError, ProcessLookupError):
         return False
     return state != "Z"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

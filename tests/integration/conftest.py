@@ -5,7 +5,11 @@ import os
 
 import pytest
 
-from tests.conftest import DEFAULT_MODEL_DIR, TASKS_FILE, git_dvc_init
+from components.config.sections import DataConfig
+from components.data.records import write_jsonl
+from tests import synthetic_dialogues as world
+from tests.conftest import DEFAULT_MODEL_DIR, TASKS_FILE, git_dvc_init, git_dvc_project
+from tests.pipeline_helpers import offline_run_sets
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -49,3 +53,21 @@ def workdir(project_dir):
     if not DEFAULT_MODEL_DIR.exists() or not TASKS_FILE.exists():
         pytest.skip("run `make model data` first")
     return git_dvc_init(project_dir)
+
+
+@pytest.fixture
+def overrides(project_dir, tiny_model_dir):
+    """A git+DVC project with the world's tasks and scored offline rollouts; the smoke profile's -S list."""
+    from transformers import AutoTokenizer
+
+    git_dvc_project(project_dir)
+    tasks = world.make_world(24, seed=1)
+    write_jsonl(project_dir / "world" / "tasks.jsonl", tasks.tasks)
+    trajs = world.rollouts(AutoTokenizer.from_pretrained(tiny_model_dir), tasks, 3, 2, seed=2)
+    sets = {
+        "task.name": "colbench-backend",
+        "data.backend_tasks": "world/tasks.jsonl",
+        "pairs.min_chosen_score": 1.0,
+        **offline_run_sets(project_dir, trajs, DataConfig(), tiny_model_dir),
+    }
+    return [f"{k}={v}" for k, v in sets.items()]

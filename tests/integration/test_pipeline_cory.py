@@ -6,7 +6,6 @@ not learning."""
 from __future__ import annotations
 
 import json
-import shutil
 import signal
 import subprocess
 import sys
@@ -16,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from flows.plan import CODE_ROOT
+from tests.conftest import git_dvc_project
 from tests.cory_helpers import write_gsm8k
 
 pytestmark = pytest.mark.integration
@@ -24,9 +23,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def overrides(project_dir, tiny_model_dir):
-    for cmd in (["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"]):
-        subprocess.run(cmd, cwd=project_dir, check=True)
-    shutil.copy(CODE_ROOT / "params.yaml", project_dir / "params.yaml")
+    git_dvc_project(project_dir)
     write_gsm8k(project_dir / "gsm8k")
     sets = {
         "cory.model": str(tiny_model_dir),

@@ -15,7 +15,7 @@ import yaml
 
 from flows.plan import CODE_ROOT
 from tests.conftest import git_dvc_init
-from tests.integration.test_pipeline_flow import SWEET_STAGES
+from tests.pipeline_helpers import SWEET_STAGES
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]  # ~7 min: CI runs it with `make test-slow`
 

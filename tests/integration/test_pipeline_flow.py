@@ -22,69 +22,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.config.sections import DataConfig
-from components.data.records import Trajectory, read_jsonl, write_jsonl
-from components.data.split import in_eval
-from flows.plan import CODE_ROOT
-from tests import synthetic_dialogues as world
+from components.data.records import Trajectory, read_jsonl
+from tests.pipeline_helpers import SWEET_STAGES
 
 pytestmark = pytest.mark.integration
-OPTIM = {"lr": 1e-3, "epochs": 1, "max_steps": 3, "batch_size": 2, "micro_batch_size": 1, "checkpoint_every": 1}
-SWEET_STAGES = [
-    "rollouts",
-    "train_pairs",
-    "critic",
-    "candidates",
-    "ranking",
-    "turn_pairs",
-    "critic_quality",
-    "actor",
-    "eval_actor",
-]
-
-
-def _git_dvc_project(path: Path) -> None:
-    for cmd in (["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"]):
-        subprocess.run(cmd, cwd=path, check=True)
-    shutil.copy(CODE_ROOT / "params.yaml", path / "params.yaml")
-
-
-def offline_run_sets(project_dir: Path, trajs: list[Trajectory], split, tiny_model_dir: Path) -> dict:
-    """Write the trajectories of `split`'s training tasks as world/trajectories.jsonl (the evaluation's
-    tasks must not be trained on: rollouts.offline refuses them); the -S settings a smoke run on them
-    and the tiny model (hf engine, short budgets) takes, whatever its task."""
-    train = [t for t in trajs if not in_eval(t.task_id, split.eval_fraction, split.split_salt)]
-    assert 0 < len(train) < len(trajs)
-    write_jsonl(project_dir / "world" / "trajectories.jsonl", train)
-    return {
-        "rollouts.offline": "world/trajectories.jsonl",
-        "train.model": str(tiny_model_dir),
-        "critic.model": str(tiny_model_dir),
-        "eval.engine": "hf",
-        "rollouts.engine": "hf",
-        "candidates.engine": "hf",
-        "episode.max_model_len": 1024,
-        "critic.optim": OPTIM,
-        "actor.optim": OPTIM,
-    }
-
-
-@pytest.fixture
-def overrides(project_dir, tiny_model_dir):
-    """A git+DVC project with the world's tasks and scored offline rollouts; the smoke profile's -S list."""
-    from transformers import AutoTokenizer
-
-    _git_dvc_project(project_dir)
-    tasks = world.make_world(24, seed=1)
-    write_jsonl(project_dir / "world" / "tasks.jsonl", tasks.tasks)
-    trajs = world.rollouts(AutoTokenizer.from_pretrained(tiny_model_dir), tasks, 3, 2, seed=2)
-    sets = {
-        "task.name": "colbench-backend",
-        "data.backend_tasks": "world/tasks.jsonl",
-        "pairs.min_chosen_score": 1.0,
-        **offline_run_sets(project_dir, trajs, DataConfig(), tiny_model_dir),
-    }
-    return [f"{k}={v}" for k, v in sets.items()]
 
 
 def processes_in(folder: Path) -> list[str]:

@@ -20,8 +20,8 @@ from components.config.frontend import FrontendConfig
 from components.data.records import Trajectory, TrajectoryPair, read_jsonl, write_jsonl
 from components.tasks.colbench_frontend import ColbenchFrontend
 from tests import synthetic_pages as world
-from tests.conftest import REPO
-from tests.integration.test_pipeline_flow import OPTIM, SWEET_STAGES, _git_dvc_project, offline_run_sets
+from tests.conftest import REPO, git_dvc_project
+from tests.pipeline_helpers import OPTIM, SWEET_STAGES, offline_run_sets
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]  # minutes: CI runs it with `make test-slow`
 
@@ -31,7 +31,7 @@ def overrides(project_dir, tiny_model_dir):
     """A git+DVC project with the world's design tasks and their scored offline rollouts; the -S list."""
     from transformers import AutoTokenizer
 
-    _git_dvc_project(project_dir)
+    git_dvc_project(project_dir)
     tasks = world.make_tasks(24, seed=1)
     write_jsonl(project_dir / "world" / "pages.jsonl", tasks)
     cfg = FrontendConfig(tasks="world/pages.jsonl", assets_dir=str(REPO / "vendor/web"), render_cache=None)

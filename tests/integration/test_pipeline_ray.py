@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_pipeline_flow import SWEET_STAGES, overrides  # noqa: F401 (the fixture)
-from tests.unit.test_services import free_port
+from tests.pipeline_helpers import SWEET_STAGES
+from tests.processes import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]  # 2-4 min: CI runs it with `make test-slow`
 MACHINE = re.compile(r"seconds|per_s|_s$|elapsed|rss")  # time and memory figures differ from run to run

@@ -72,3 +72,23 @@ def toy_model_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("toy-llama")
     LlamaForCausalLM(config).save_pretrained(out)
     return out
+
+
+@pytest.fixture(scope="module")
+def server_url():
+    """A FakeServer (tests/openai_server.py) for the test module; its base URL."""
+    from tests.openai_server import start_server, stop_server
+
+    server, url = start_server()
+    yield url
+    stop_server(server)
+
+
+@pytest.fixture
+def misbehave():
+    """tests/openai_server.py's FakeServer's failure knobs, reset after the test."""
+    from tests.openai_server import FakeServer
+
+    yield FakeServer
+    FakeServer.failures_left["n"] = FakeServer.drops_left["n"] = 0
+    FakeServer.stall_s["s"] = 0.0

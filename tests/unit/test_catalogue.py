@@ -192,3 +192,14 @@ def test_an_algorithm_without_a_reference_model_caches_no_reference_pass():
     actor = STAGES["actor"]
     assert any(o.reference for o in actor.outs_for("sweet")) and any(o.reference for o in actor.outs_for("mtdpo"))
     assert not any(o.reference for o in actor.outs_for("rft")) and len(actor.outs_for("rft")) == len(actor.outs) - 1
+
+
+def test_no_test_module_imports_another():
+    """What tests share lives in tests/*.py helpers or a conftest, never in a test module."""
+    offenders = [
+        f"{path.relative_to(CODE_ROOT)}: {n}"
+        for path in sorted((CODE_ROOT / "tests").rglob("*.py"))
+        for n in imported_names(path)
+        if n.startswith("tests.") and n.rsplit(".", 1)[-1].startswith("test_")
+    ]
+    assert offenders == []

@@ -1,4 +1,4 @@
-"""OpenAIEngine's request stream (submit / collect) against the tiny local server of test_engine_openai."""
+"""OpenAIEngine's request stream (submit / collect) against the tiny local server of tests/openai_server.py."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from components.engines.base import SamplingConfig, StreamingEngine
 from components.engines.openai_engine import EndpointError, OpenAIEngine
-from tests.unit.test_engine_openai import DELAY_S, misbehave, server_url  # noqa: F401 (fixtures: its server, failure knobs)
+from tests.openai_server import DELAY_S
 
 
 def drain(engine: OpenAIEngine) -> dict:
@@ -18,7 +18,7 @@ def drain(engine: OpenAIEngine) -> dict:
     return got
 
 
-def test_many_requests_in_flight_come_back_under_their_keys(server_url, prepared_model_dir):  # noqa: F811
+def test_many_requests_in_flight_come_back_under_their_keys(server_url, prepared_model_dir):
     engine = OpenAIEngine(server_url, "m", tokenizer=str(prepared_model_dir))
     assert isinstance(engine, StreamingEngine)
     start = time.perf_counter()
@@ -36,7 +36,7 @@ def test_many_requests_in_flight_come_back_under_their_keys(server_url, prepared
     engine.close()
 
 
-def test_streamed_requests_keep_the_retries(server_url, misbehave):  # noqa: F811
+def test_streamed_requests_keep_the_retries(server_url, misbehave):
     engine = OpenAIEngine(server_url, "m", backoff_s=0.01)
     misbehave.failures_left["n"] = 2
     engine.submit_chat("a", [{"role": "user", "content": "x"}], SamplingConfig(), seed=1)

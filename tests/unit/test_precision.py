@@ -18,7 +18,7 @@ from components.training import checkpoint
 from components.training.loop import train
 from components.training.models import load_trainable
 from components.training.precision import MASTERS_KEY, MasterAdamW, adamw
-from tests.unit.test_training import EXAMPLES, nll, optim, tokens
+from tests.training_helpers import EXAMPLES, nll, optim, tokens
 
 LR = 2e-7
 

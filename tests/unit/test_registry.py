@@ -112,7 +112,7 @@ def test_on_a_tracking_server_the_registry_holds_a_copy_of_the_model(tmp_path):
     import mlflow
 
     from flows.services import start_services, ui_services
-    from tests.unit.test_services import free_port
+    from tests.processes import free_port
 
     _, server = ui_services(tmp_path / "server", mlflow_port=free_port())
     previous = mlflow.get_tracking_uri()

@@ -13,12 +13,7 @@ from pathlib import Path
 import pytest
 
 from flows.services import Service, ServiceError, healthy, port_in_use, start_services, supervise, ui_services
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from tests.processes import free_port
 
 
 def http_service(port: int, name: str = "web", prefix: list[str] | None = None) -> Service:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import http.server
 import os
 import resource
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -20,12 +19,7 @@ from typer.testing import CliRunner
 
 from components.tracking import store as tracking
 from flows.cli import app
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from tests.processes import free_port
 
 
 @pytest.fixture

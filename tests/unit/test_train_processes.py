@@ -24,7 +24,7 @@ from components.data.records import Trajectory, TrajectoryPair, Turn, write_json
 from components.training import distributed, launch, sharding
 from components.training.loop import METRICS_FILE, train
 from components.training.models import load_trainable
-from tests.unit.test_training import EXAMPLES, nll, optim, tokens
+from tests.training_helpers import EXAMPLES, nll, optim, tokens
 
 REPO = Path(__file__).resolve().parents[2]
 STEPS = 6  # 9 pairs, batch 4: batches of 5 and 4 (a short last batch is spread over the others); with 2

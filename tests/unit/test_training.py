@@ -7,39 +7,12 @@ import json
 import pytest
 import torch
 
-from components.config.training import OptimConfig
 from components.lm.advantage import Normalize, trajectory_scores, turn_advantages
-from components.lm.forward import turn_logprob_sums
-from components.lm.sequences import action_sequence, collate
+from components.lm.sequences import action_sequence
 from components.training import checkpoint
 from components.training.loop import METRICS_FILE, epoch_batches, resume_point, total_steps, train
 from components.training.models import load_trainable
-
-EXAMPLES = [action_sequence([5 + i, 6], [7, 8 + i]) for i in range(12)]
-
-
-def nll(model, part):
-    batch = collate(part, 0)
-    loss = -turn_logprob_sums(model, batch).sum() / batch.counts.sum()
-    return loss, {"nll": loss.item()}
-
-
-def tokens(part):
-    return sum(len(s.ids) for s in part)
-
-
-def optim(**over):
-    values = dict(
-        lr=1e-2,
-        epochs=2,
-        batch_size=4,
-        micro_batch_size=2,
-        warmup_ratio=0.25,
-        min_lr_ratio=0.1,
-        checkpoint_every=2,
-        keep_checkpoints=1,
-    )
-    return OptimConfig(**(values | over))
+from tests.training_helpers import EXAMPLES, nll, optim, tokens
 
 
 def test_loop_lowers_the_loss_follows_the_schedule_and_keeps_the_newest_checkpoint(toy_model_dir, tmp_path):
