@@ -106,7 +106,7 @@ def test_the_llm_designer_gets_both_screenshots_from_an_openai_endpoint(record, 
 
     from components.engines.openai_engine import OpenAIEngine
     from components.episodes.simulators import LLMSimulator
-    from tests.unit.test_engine_openai import FakeServer, start_server, stop_server
+    from tests.openai_server import FakeServer, start_server, stop_server
 
     cfg = FrontendConfig(
         tasks=tmp_path / "unused.jsonl", assets_dir=ROOT / "vendor/web", render_cache=None, designer_view="screenshots"
