@@ -374,6 +374,12 @@ def _module_file(name: str) -> Path | None:
     return None
 
 
+@lru_cache(maxsize=None)
+def _tree(path: Path) -> ast.Module:
+    """A project file parsed once: every stage's code deps read the same files."""
+    return ast.parse(path.read_text(), str(path))
+
+
 def _runs(tree: ast.Module) -> Iterator[ast.AST]:
     """Every node of `tree` that can run: `if TYPE_CHECKING:` blocks (annotations only) left out."""
     todo: list[ast.AST] = [tree]
@@ -386,7 +392,7 @@ def _runs(tree: ast.Module) -> Iterator[ast.AST]:
 
 def _has_code(path: Path) -> bool:
     """Whether the file holds more than a docstring (a package's one-line purpose changes no behaviour)."""
-    body = ast.parse(path.read_text(), str(path)).body
+    body = _tree(path).body
     return not (len(body) <= 1 and all(isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant) for n in body))
 
 
@@ -396,7 +402,7 @@ def _imported(path: Path) -> set[Path]:
     (`Path(__file__).with_name("server.py")`)."""
     names: set[str] = set()
     files: set[Path] = set()
-    for node in _runs(ast.parse(path.read_text(), str(path))):
+    for node in _runs(_tree(path)):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
             files.update(f for f in (path.with_name(f"{a.name}.py") for a in node.names) if f.exists())
