@@ -8,7 +8,7 @@ of each section a stage reads to its code deps (flows/plan.py `dvc_stage`).
 from __future__ import annotations
 
 import importlib
-from typing import Iterator, Mapping
+from typing import Any, Iterator, Mapping
 
 from pydantic import BaseModel
 
@@ -34,12 +34,17 @@ _AT: dict[str, str] = {  # section -> "module:class"
 }
 
 
+def named(at: str) -> Any:
+    """The object "module:name" names, its module imported now (the registries' lazy entries)."""
+    module, _, name = at.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
 class _Sections(Mapping[str, type[BaseModel]]):
     """Section name -> config model, each model's module imported on first use."""
 
     def __getitem__(self, name: str) -> type[BaseModel]:
-        module, _, cls = _AT[name].partition(":")
-        return getattr(importlib.import_module(module), cls)
+        return named(_AT[name])
 
     def __iter__(self) -> Iterator[str]:
         return iter(_AT)

@@ -9,9 +9,9 @@ played task's module (`task_module`) to the stage's own.
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
+from components.config.schema import named
 from components.tasks.base import Task
 
 TASKS: dict[str, str] = {  # name -> "module:class"
@@ -31,8 +31,8 @@ def task_module(name: str) -> str:
 
 def task_class(name: str) -> type[Task]:
     """The task registered as `name` (its module imported now)."""
-    module = importlib.import_module(task_module(name))
-    return getattr(module, TASKS[name].partition(":")[2])
+    task_module(name)  # a clear error for an unknown name
+    return named(TASKS[name])
 
 
 def make_task(name: str, configs: dict[str, Any]) -> Task:
