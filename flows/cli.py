@@ -177,8 +177,8 @@ def evaluate(
     params = EvalParams(
         **options, seeds=_seeds(seed, seeds), task=task, register_model=register, overrides=overrides or []
     )
-    cfg, task = _resolve_checked(resolve, params, "eval", inside_project=params.best_of is None)
-    metrics = _tracked_flow(_placed(eval_flow, resolve, params), params)
+    cfg, task, doc = _resolve_checked(resolve, params, "eval", inside_project=params.best_of is None)
+    metrics = _tracked_flow(_placed(eval_flow, doc), params)
     best = f", best-of-{params.best_of}" if params.best_of else ""
     best += f" ranked by critic {params.critic}" if params.critic else ""
     typer.echo(
@@ -203,8 +203,8 @@ def rollouts(task: Optional[str] = None, overrides: Optional[list[str]] = None, 
 
     setup()
     params = RolloutsParams(**options, task=task, overrides=overrides or [])
-    cfg, task = _resolve_checked(resolve, params, "rollouts")
-    metrics = _tracked_flow(_placed(rollouts_flow, resolve, params), params)
+    cfg, task, doc = _resolve_checked(resolve, params, "rollouts")
+    metrics = _tracked_flow(_placed(rollouts_flow, doc), params)
     typer.echo(
         f"\nrollouts of {cfg.model} on {task} (K={cfg.per_task}, {_simulator(cfg)} simulator, split "
         f"{cfg.split.value}), trajectories in {cfg.out_dir / 'trajectories.jsonl'}, "
@@ -244,7 +244,7 @@ def train(
         check_step_folder(Path(doc["train"]["out_dir"]))
     except (ConfigError, FileNotFoundError, ValueError) as exc:
         fail(str(exc))
-    result = _tracked_flow(_placed(train_flow, resolve, params), params)
+    result = _tracked_flow(_placed(train_flow, doc), params)
     typer.echo(
         f"\ntrained actor: {result['actor_model']} (MLflow run {result['mlflow_run_id']})\n"
         f"{result['summary']}\nevaluate it with: sweetflow eval --model {result['actor_model']}"
@@ -283,7 +283,7 @@ def run(**options) -> None:
     """The whole pipeline (a Prefect flow): evaluate the base model, then N iterations of rollouts,
     training and evaluation (or CORY/PPO on a single-turn task: --task gsm8k | reviews); DVC skips unchanged
     steps, MLflow tracks every step."""
-    from flows.pipeline_flow import iteration_count, pipeline_flow, resolve
+    from flows.pipeline_flow import iteration_count, pipeline_flow
 
     setup()
     params, plan = _pipeline_plan(options)
@@ -293,7 +293,7 @@ def run(**options) -> None:
         f"pipeline run {plan.run_dir} ({params.algo.value} on {plan.task}, profile {params.profile}, "
         f"{iteration_count(params, plan)} iteration(s))"
     )
-    result = _tracked_flow(_placed(pipeline_flow, lambda p: resolve(p).doc, params), params)
+    result = _tracked_flow(_placed(pipeline_flow, plan.doc), params)
     typer.echo(f"\n{result['summary']}\ncompare runs: sweetflow compare   (MLflow run {result['mlflow_run_id']})")
 
 
@@ -312,21 +312,22 @@ def params(**options) -> None:
     typer.echo(yaml.safe_dump(plan.doc, sort_keys=False).rstrip())
 
 
-def _placed(flow: Callable[[Any], Any], resolve: Callable[[Any], dict], params: Any) -> Callable[[Any], Any]:
-    """`flow` on the task runner its resolved `cluster` section asks for (flows/cluster.py)."""
+def _placed(flow: Callable[[Any], Any], doc: dict) -> Callable[[Any], Any]:
+    """`flow` on the task runner the `cluster` section of its resolved parameters `doc` asks for
+    (flows/cluster.py)."""
     from components.config.sections import ConfigError
     from flows.cluster import cluster_config, placed
 
     try:
-        return placed(flow, cluster_config(resolve(params)))
+        return placed(flow, cluster_config(doc))
     except ConfigError as exc:
         fail(str(exc))
 
 
 def _resolve_checked(
     resolve: Callable[[Any], dict], params: Any, section: str, inside_project: bool = True
-) -> tuple[Any, str]:
-    """The flow's resolved stage section and task, or a clear error (bad value, missing model or tasks
+) -> tuple[Any, str, dict]:
+    """The flow's resolved stage section, task and parameters, or a clear error (bad value, missing model or tasks
     file, an output folder outside the DVC project unless not `inside_project`)."""
     from components.config.schema import SECTIONS
     from components.config.sections import ConfigError
@@ -348,7 +349,7 @@ def _resolve_checked(
             check_step_folder(Path(cfg.out_dir))
     except (ConfigError, FileNotFoundError, ValueError) as exc:
         fail(str(exc))
-    return cfg, task.name
+    return cfg, task.name, doc
 
 
 def _simulator(cfg) -> str:

@@ -33,19 +33,16 @@ from flows import profiles
 from flows.cluster import cluster_config, moved_to_cluster, run_step
 from flows.options import EPISODE_FIELDS, flow_params, task_field
 from flows.plan import ZERO_SHOT
+from flows.stage_tasks import EPISODE_RETRY, gate, run_tracked, track
 from flows.steps import (
     StepFailed,
     check_step_folder,
-    dvc_repro,
     format_table,
-    registry_gate,
     stages_doc,
     task_name,
     with_generator,
-    worth_retry,
     write_task_stage,
 )
-from flows.tracking import track_stage
 
 EvalParams = flow_params(
     "EvalParams",
@@ -125,19 +122,7 @@ def _check_best_of(params: EvalParams) -> None:
         raise ConfigError(str(exc)) from None
 
 
-@task(name="evaluate", timeout_seconds=6 * 3600, retries=1, retry_delay_seconds=30, retry_condition_fn=worth_retry)
-def evaluate_step(dvc_yaml: Path) -> bool:
-    """The evaluation stage (resumes after the episodes already written when retried)."""
-    return dvc_repro(dvc_yaml, ZERO_SHOT)
-
-
-@task(
-    name="evaluate best-of-N",
-    timeout_seconds=6 * 3600,
-    retries=1,
-    retry_delay_seconds=30,
-    retry_condition_fn=worth_retry,
-)
+@task(name="evaluate best-of-N", timeout_seconds=24 * 3600, **EPISODE_RETRY)
 def best_of_step(doc: dict, best_of: int, critic: str | None) -> Path:
     """Best-of-N evaluation (components/stages/best_of.py) in its own process on out_dir/params.yaml,
     after the task's generator when its records are generated (deterministic: the same file again);
@@ -173,21 +158,6 @@ def _run_module(module: str, args: list[str], folder: Path, label: str) -> None:
         mark_step(None)
     if result.returncode != 0:
         raise StepFailed(f"{module} failed with exit code {result.returncode} (log: {log_path})")
-
-
-@task(name="track")
-def track_step(dvc_yaml: Path, ran: bool, doc: dict, best_of: int | None = None, critic: str | None = None) -> dict:
-    eval_cfg, task = doc["eval"], doc["task"]["name"]
-    name = f"eval {Path(eval_cfg['model']).name} on {task}" + (f" best-of-{best_of}" if best_of else "")
-    tags = {"sweetflow.task": task} | (
-        {"sweetflow.best_of": str(best_of), "sweetflow.critic": str(critic)} if best_of else {}
-    )
-    return track_stage(dvc_yaml, ZERO_SHOT, ran, None, tracking.experiment_id(eval_cfg["experiment"]), name, tags)
-
-
-@task(name="registry gate")
-def gate_step(model: str, run_id: str, metrics: dict, task: str) -> dict | None:
-    return registry_gate(model, run_id, metrics, task)
 
 
 def summary_table(metrics: dict) -> str:
@@ -238,16 +208,25 @@ def eval_flow(params: EvalParams = EvalParams()) -> dict:
     if params.best_of is None:
         check_step_folder(folder)
     tracking.configure()
+    name, tags = _run_name(doc, params.best_of, params.critic)
+    experiment = tracking.experiment_id(doc["eval"]["experiment"])
     if params.best_of is None:
         dvc_yaml = write_task_stage(folder, ZERO_SHOT, doc)
-        ran = run_step(evaluate_step, ZERO_SHOT, cluster_config(doc), dvc_yaml)
+        ran, tracked = run_tracked(dvc_yaml, ZERO_SHOT, cluster_config(doc), name, None, experiment, tags)
     else:
         dvc_yaml = run_step(best_of_step, ZERO_SHOT, cluster_config(doc), doc, params.best_of, params.critic)
-        ran = True
-    tracked = track_step(dvc_yaml, ran, doc, params.best_of, params.critic)
+        ran, tracked = True, track(dvc_yaml, ZERO_SHOT, True, None, experiment, name, tags)
     metrics = tracked["metrics"]
     get_run_logger().info("MLflow run %s\n%s", tracked["run_id"], summary_table(metrics))
-    gated = (
-        {"registry": gate_step(doc["eval"]["model"], tracked["run_id"], metrics, task)} if params.register_model else {}
-    )
+    gated = {"registry": gate(doc["eval"]["model"], tracked["run_id"], metrics, task)} if params.register_model else {}
     return metrics | {"mlflow_run_id": tracked["run_id"], "ran": ran} | gated
+
+
+def _run_name(doc: dict, best_of: int | None, critic: str | None) -> tuple[str, dict[str, str]]:
+    """The evaluation's MLflow run name and tags (best-of-N's N and critic when given)."""
+    task = doc["task"]["name"]
+    name = f"eval {Path(doc['eval']['model']).name} on {task}" + (f" best-of-{best_of}" if best_of else "")
+    tags = {"sweetflow.task": task} | (
+        {"sweetflow.best_of": str(best_of), "sweetflow.critic": str(critic)} if best_of else {}
+    )
+    return name, tags

@@ -29,7 +29,7 @@ from typing import Any
 
 from prefect import flow, get_run_logger, task
 
-from components.config.training import Algo
+from components.config.training import Algo, TrainLayout
 from components.data.records import Trajectory, read_jsonl
 from components.episodes.metrics import win_rate
 from components.stages.catalogue import STAGES, Kind, training_stages
@@ -40,7 +40,7 @@ from components.tracking.critic_report import critic_quality_table
 from components.tracking.frontier import frontier_plot
 from flows import inputs
 from flows.baselines import BASELINES
-from flows.cluster import cluster_config, moved_to_cluster, run_step
+from flows.cluster import cluster_config, moved_to_cluster
 from flows.cory_tracking import summary_entries
 from flows.links import link_mlflow_run, prefect_tags
 from flows.plan import (
@@ -56,8 +56,8 @@ from flows.plan import (
     write_baseline,
     write_iteration,
 )
-from flows.steps import check_inside_project, dvc_repro, format_table, registry_gate, worth_retry
-from flows.tracking import track_stage
+from flows.stage_tasks import gate, place, run_tracked
+from flows.steps import check_inside_project, format_table
 
 
 @dataclass
@@ -102,47 +102,6 @@ def prepare_model_task(plan: RunPlan) -> str:
     return inputs.prepare_model(plan)
 
 
-@task(name="stage", task_run_name="iter {k} {stage}", timeout_seconds=24 * 3600)
-def stage_task(dvc_yaml: Path, stage: str, k: int) -> bool:
-    return dvc_repro(dvc_yaml, stage)
-
-
-@task(
-    name="stage (retried)",
-    task_run_name="iter {k} {stage}",
-    timeout_seconds=24 * 3600,
-    retries=1,
-    retry_delay_seconds=30,
-    retry_condition_fn=worth_retry,
-)
-def episode_stage_task(dvc_yaml: Path, stage: str, k: int) -> bool:
-    """A stage that plays episodes: a failed simulator endpoint is worth one retry, which resumes
-    after the episodes already written."""
-    return dvc_repro(dvc_yaml, stage)
-
-
-@task(name="track", task_run_name="track iter {k} {stage}")
-def track_task(
-    plan: RunPlan, dvc_yaml: Path, stage: str, k: int, ran: bool, parent: str, experiment: str, algo: str
-) -> dict:
-    tags = {
-        "sweetflow.algo": algo,
-        "sweetflow.task": plan.task,
-        "sweetflow.profile": plan.profile,
-        "sweetflow.iteration": str(k),
-    }
-    name = f"iter {k} {stage}" if algo == plan.algo.value else f"iter {k} {algo} {stage}"
-    tracked = track_stage(dvc_yaml, stage, ran, parent, experiment, name, tags)
-    with tracking.store_errors():  # the project's data files (not the run's own outputs) on the parent too
-        datasets.log_inputs(datasets.outside(tracked["inputs"], plan.run_dir), context="pipeline", run_id=parent)
-    return tracked
-
-
-@task(name="registry gate", task_run_name="gate iter {k}")
-def gate_task(model: str, run_id: str, metrics: dict, k: int, task: str) -> dict | None:
-    return registry_gate(model, run_id, metrics, task)
-
-
 def run_iteration(plan: RunPlan, k: int, start: str, parent: str, experiment: str) -> Iteration:
     """Iteration k's stages in order, each tracked; stops before training when there is no signal."""
     it = Iteration(k, start if k == 0 else str(plan.trained_actor(k)))
@@ -155,7 +114,7 @@ def run_baseline(plan: RunPlan, name: str, start: str, parent: str, experiment: 
     """The baseline `name` (flows/baselines.py) trained on iteration 1's rollouts (iter-1/<name>/)
     and evaluated; its MLflow runs are tagged with `name` as their algo."""
     algo = Algo(BASELINES[name].algo)
-    it = Iteration(1, str(plan.iteration_dir(1) / name / "actor" / "model"))
+    it = Iteration(1, str(TrainLayout(plan.iteration_dir(1) / name).actor_model))
     rollouts = json.loads((plan.iteration_dir(1) / ROLLOUTS / "metrics.json").read_text())
     rft_min_score = plan.doc["actor"]["rft_min_score"]
     it.no_signal = inputs.no_signal(algo, ROLLOUTS, rollouts, rft_min_score)
@@ -184,21 +143,29 @@ def run_stages(
     baseline's name), into `it`; stops before training when there is no signal."""
     rft_min_score = plan.doc.get("actor", {}).get("rft_min_score", 1.0)
     cluster = cluster_config(plan.doc)
+    tags = {
+        "sweetflow.algo": name,
+        "sweetflow.task": plan.task,
+        "sweetflow.profile": plan.profile,
+        "sweetflow.iteration": str(it.k),
+    }
     for stage in stages:
         kind = STAGES[stage].kind
-        runner = episode_stage_task if kind in (Kind.eval, Kind.episodes) else stage_task
-        ran = run_step(runner, stage, cluster, dvc_yaml, stage, it.k)
-        (it.ran if ran else it.skipped).append(stage)
+        label = f"iter {it.k} {stage}" if name == plan.algo.value else f"iter {it.k} {name} {stage}"
         if kind == Kind.data:  # the task's records: versioned by DVC, read by the stages that follow
+            (it.ran if place(dvc_yaml, stage, cluster, label) else it.skipped).append(stage)
             continue
-        tracked = track_task(plan, dvc_yaml, stage, it.k, ran, parent, experiment, name)
+        ran, tracked = run_tracked(dvc_yaml, stage, cluster, label, parent, experiment, tags)
+        (it.ran if ran else it.skipped).append(stage)
+        with tracking.store_errors():  # the project's data files (not the run's own outputs) on the parent too
+            datasets.log_inputs(datasets.outside(tracked["inputs"], plan.run_dir), context="pipeline", run_id=parent)
         if kind in (Kind.eval, Kind.cory):
             it.metrics = tracked["metrics"]
         if stage == QUALITY:
             it.critic_quality = tracked["metrics"]
         if kind == Kind.eval:
             it.eval_dir = str(Path(tracked["metrics_file"]).parent)
-            it.registry = gate_task(it.actor, tracked["run_id"], it.metrics, it.k, plan.task)
+            it.registry = gate(it.actor, tracked["run_id"], it.metrics, plan.task)
         it.no_signal = inputs.no_signal(algo, stage, tracked["metrics"], rft_min_score)
         if it.no_signal:
             it.actor = start

@@ -167,11 +167,11 @@ class RunPlan:
         """Where iteration k (>= 1) writes its trained actor (CORY/PPO: the agents' LoRA adapters)."""
         if self.single_turn:
             return self.iteration_dir(k) / CORY / "adapters"
-        return self.iteration_dir(k) / "train" / "actor" / "model"
+        return TrainLayout(self.iteration_dir(k) / "train").actor_model
 
     def eval_dir(self, k: int) -> Path:
         """Where iteration k's evaluation writes (the root dvc.yaml's eval_zero_shot / eval_actor outs)."""
-        return self.iteration_dir(k) / ("eval" if k == 0 else "train/eval")
+        return self.iteration_dir(k) / "eval" if k == 0 else TrainLayout(self.iteration_dir(k) / "train").eval_dir
 
 
 LOGGING_ONLY = tuple(sorted({k for stage in STAGES.values() for k in (stage.sample_key, stage.trace_key) if k}))
@@ -285,7 +285,8 @@ def baseline_doc(plan: RunPlan, k: int, start: str, name: str) -> dict[str, Any]
     own, folder = iteration_doc(plan, k, start), plan.iteration_dir(k) / name
     doc = variant_doc(own, BASELINES[name])
     doc["train"]["out_dir"] = str(folder)
-    doc["eval"].update(model=str(folder / "actor" / "model"), out_dir=str(folder / "eval"))
+    layout = TrainLayout(folder)
+    doc["eval"].update(model=str(layout.actor_model), out_dir=str(layout.eval_dir))
     if "candidates" in plan.stages(k) and "candidates" in training_stages(doc["actor"]["algo"], doc):
         if _same_candidates(own, doc):
             doc["train"]["candidates"] = str(TrainLayout(Path(own["train"]["out_dir"])).candidates)

@@ -12,25 +12,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from prefect import flow, get_run_logger, task
+from prefect import flow, get_run_logger
 
 from components.config.sections import EpisodeSection, RolloutsConfig, check_rollouts
 from components.tracking import store as tracking
-from flows.cluster import cluster_config, moved_to_cluster, run_step
+from flows.cluster import cluster_config, moved_to_cluster
 from flows.options import EPISODE_FIELDS, cluster_field, flow_params, task_field
 from flows.plan import ROLLOUTS
+from flows.stage_tasks import run_tracked
 from flows.steps import (
     check_step_folder,
     cluster_settings,
-    dvc_repro,
     format_table,
     stages_doc,
     task_name,
     with_generator,
-    worth_retry,
     write_task_stage,
 )
-from flows.tracking import track_stage
 
 RolloutsParams = flow_params(
     "RolloutsParams",
@@ -52,26 +50,6 @@ def resolve(params: RolloutsParams) -> dict:
     doc = stages_doc(with_generator(task, [ROLLOUTS]), task, settings)
     check_rollouts(RolloutsConfig.model_validate(doc["rollouts"]), EpisodeSection.model_validate(doc["episode"]))
     return doc
-
-
-@task(name="rollouts", timeout_seconds=12 * 3600, retries=1, retry_delay_seconds=30, retry_condition_fn=worth_retry)
-def rollouts_step(dvc_yaml: Path) -> bool:
-    """The rollouts stage (resumes after the episodes already written when retried)."""
-    return dvc_repro(dvc_yaml, ROLLOUTS)
-
-
-@task(name="track")
-def track_step(dvc_yaml: Path, ran: bool, doc: dict) -> dict:
-    cfg = doc["rollouts"]
-    return track_stage(
-        dvc_yaml,
-        ROLLOUTS,
-        ran,
-        None,
-        tracking.experiment_id(cfg["experiment"]),
-        f"rollouts {Path(cfg['model']).name} k={cfg['per_task']} on {doc['task']['name']}",
-        {"sweetflow.task": doc["task"]["name"]},
-    )
 
 
 def summary_table(metrics: dict) -> str:
@@ -102,7 +80,11 @@ def rollouts_flow(params: RolloutsParams = RolloutsParams()) -> dict:
     check_step_folder(Path(doc["rollouts"]["out_dir"]))
     tracking.configure()
     dvc_yaml = write_task_stage(Path(doc["rollouts"]["out_dir"]), ROLLOUTS, doc)
-    ran = run_step(rollouts_step, ROLLOUTS, cluster_config(doc), dvc_yaml)
-    tracked = track_step(dvc_yaml, ran, doc)
+    cfg, task = doc["rollouts"], doc["task"]["name"]
+    name = f"rollouts {Path(cfg['model']).name} k={cfg['per_task']} on {task}"
+    experiment = tracking.experiment_id(cfg["experiment"])
+    ran, tracked = run_tracked(
+        dvc_yaml, ROLLOUTS, cluster_config(doc), name, None, experiment, {"sweetflow.task": task}
+    )
     get_run_logger().info("MLflow run %s\n%s", tracked["run_id"], summary_table(tracked["metrics"]))
     return tracked["metrics"] | {"mlflow_run_id": tracked["run_id"], "ran": ran}

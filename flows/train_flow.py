@@ -19,17 +19,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from prefect import flow, get_run_logger, task
+from prefect import flow, get_run_logger
 from pydantic import Field
 
 from components.config.training import ActorConfig, Algo, Family, TrainConfig, TrainLayout, of_family
 from components.stages.catalogue import STAGES, training_stages
 from components.tracking import store as tracking
-from flows.cluster import cluster_config, moved_to_cluster, run_step
+from flows.cluster import cluster_config, moved_to_cluster
 from flows.options import cluster_field, flow_params, task_field
 from flows.plan import write_stages
-from flows.steps import check_step_folder, cluster_settings, dvc_repro, format_table, stages_doc, task_name
-from flows.tracking import track_stage
+from flows.stage_tasks import run_tracked
+from flows.steps import check_step_folder, cluster_settings, format_table, stages_doc, task_name
 
 TRAIN_FIELDS = ("trajectories", "model", "out_dir")
 TrainParams = flow_params(
@@ -76,18 +76,8 @@ def check_inputs(doc: dict) -> None:
         resolve_model(doc["critic"]["model"])
 
 
-@task(name="train-step", timeout_seconds=12 * 3600, task_run_name="{stage}")
-def train_step(dvc_yaml: Path, stage: str) -> bool:
-    return dvc_repro(dvc_yaml, stage)
-
-
-@task(name="track-step", task_run_name="track {stage}")
-def track_step(dvc_yaml: Path, stage: str, ran: bool, parent: str, experiment_id: str) -> dict:
-    return track_stage(dvc_yaml, stage, ran, parent, experiment_id, STAGES[stage].label, {})
-
-
 def summary_table(algo: str, root: Path, results: dict[str, dict]) -> str:
-    rows = [("algorithm", algo), ("new actor", str(TrainLayout(root).actor_dir / "model"))]
+    rows = [("algorithm", algo), ("new actor", str(TrainLayout(root).actor_model))]
     for name, metrics in results.items():
         if "final_loss" in metrics:
             rows.append(
@@ -124,13 +114,14 @@ def train_flow(params: TrainParams = TrainParams()) -> dict:
     with mlflow.start_run(experiment_id=experiment, run_name=f"train {algo}", tags=tracking.provenance_tags()) as run:
         mlflow.log_params(tracking.flatten({"train": doc["train"], "algo": algo}))
         for stage in stages:
-            ran = run_step(train_step, stage, cluster_config(doc), dvc_yaml, stage)
-            results[STAGES[stage].label] = track_step(dvc_yaml, stage, ran, run.info.run_id, experiment)["metrics"]
+            label = STAGES[stage].label
+            _, tracked = run_tracked(dvc_yaml, stage, cluster_config(doc), label, run.info.run_id, experiment, {})
+            results[label] = tracked["metrics"]
         table = summary_table(algo, root, results)
         get_run_logger().info("MLflow run %s\n%s", run.info.run_id, table)
         return {
             "steps": results,
-            "actor_model": str(TrainLayout(root).actor_dir / "model"),
+            "actor_model": str(TrainLayout(root).actor_model),
             "mlflow_run_id": run.info.run_id,
             "summary": table,
         }

@@ -228,8 +228,21 @@ class TrainLayout:
         return self.root / "critic_quality"
 
     @property
+    def critic_model(self) -> Path:
+        return self.critic_dir / "model"
+
+    @property
     def actor_dir(self) -> Path:
         return self.root / "actor"
+
+    @property
+    def actor_model(self) -> Path:
+        return self.actor_dir / "model"
+
+    @property
+    def eval_dir(self) -> Path:
+        """Where the trained actor's evaluation writes."""
+        return self.root / "eval"
 
 
 class Information(str, Enum):

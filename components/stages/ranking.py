@@ -153,7 +153,7 @@ def run(
 def ranking_models(ranking: RankingConfig, critic: CriticConfig, train_cfg: TrainConfig) -> RankingModels:
     """The ranking's models: as critic the critic stage's model, or with `ranking.critic: untrained`
     the base model `critic.model` (no critic was trained); the reference is always `critic.model`."""
-    trained = TrainLayout.of(train_cfg).critic_dir / "model"
+    trained = TrainLayout.of(train_cfg).critic_model
     return RankingModels(
         critic=str(trained) if ranking.critic.trains else critic.model, reference=critic.model, actor=train_cfg.model
     )
