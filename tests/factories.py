@@ -36,7 +36,7 @@ def make_trajectory(
 
 def make_meeting(split: str = "eval"):
     """An elicitation task: a meeting on Tuesday morning, online."""
-    from components.tasks.elicitation import ElicitationRecord
+    from components.tasks.elicitation.task import ElicitationRecord
 
     slots = {"day": "Tuesday", "time": "morning", "place": "online"}
     return ElicitationRecord(domain="meeting", request="Can you help me book a meeting?", slots=slots, split=split)

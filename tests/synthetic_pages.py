@@ -17,7 +17,7 @@ import random
 
 from components.data.records import Trajectory
 from components.data.tasks import FrontendTask
-from components.tasks.colbench_frontend import AGENT_SYSTEM_PROMPT, ColbenchFrontend, extract_html
+from components.tasks.colbench_frontend.task import AGENT_SYSTEM_PROMPT, ColbenchFrontend, extract_html
 from tests.synthetic_dialogues import dialogue
 
 COLOURS = ["red", "blue", "green", "yellow", "purple", "gray"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from components.config.sections import _Section, load_section, params_file
 
@@ -68,18 +68,6 @@ class ClusterConfig(_Section):
         "optimizer state sharded over the processes) — both CPU: gloo, GPU: nccl | zero3 (config ships in "
         "configs/accelerate; refused)",
     )
-
-    @field_validator("resources")
-    @classmethod
-    def _known_stages(cls, value: dict[str, StageResources]) -> dict[str, StageResources]:
-        from components.stages.catalogue import STAGES
-
-        unknown = sorted(set(value) - set(STAGES) - {DEFAULT_RESOURCES})
-        if unknown:
-            raise ValueError(
-                f"unknown stage(s) {', '.join(unknown)} (stages: {', '.join(STAGES)}, or {DEFAULT_RESOURCES})"
-            )
-        return value
 
     @model_validator(mode="after")
     def _consistent(self) -> "ClusterConfig":

@@ -15,8 +15,8 @@ from pydantic import BaseModel
 _AT: dict[str, str] = {  # section -> "module:class"
     "task": "components.config.sections:TaskSection",
     "data": "components.config.sections:DataConfig",
-    "elicitation": "components.config.elicitation:ElicitationConfig",
-    "frontend": "components.config.frontend:FrontendConfig",
+    "elicitation": "components.tasks.elicitation.config:ElicitationConfig",
+    "frontend": "components.tasks.colbench_frontend.config:FrontendConfig",
     "cluster": "components.config.cluster:ClusterConfig",
     "model": "components.config.sections:ModelConfig",
     "episode": "components.config.sections:EpisodeSection",

@@ -152,7 +152,7 @@ STAGES: dict[str, Stage] = {
         Stage(
             name="elicitation_tasks",
             label="task generation",
-            module="components.tasks.elicitation_generate",
+            module="components.tasks.elicitation.generate",
             sections=("elicitation",),
             outs=(Out("${elicitation.file}"),),
             kind=Kind.data,

@@ -16,8 +16,8 @@ from components.tasks.base import Task
 
 TASKS: dict[str, str] = {  # name -> "module:class"
     "colbench-backend": "components.tasks.colbench_backend:ColbenchBackend",
-    "colbench-frontend": "components.tasks.colbench_frontend:ColbenchFrontend",
-    "elicitation": "components.tasks.elicitation:ElicitationTask",
+    "colbench-frontend": "components.tasks.colbench_frontend.task:ColbenchFrontend",
+    "elicitation": "components.tasks.elicitation.task:ElicitationTask",
 }
 
 

@@ -17,7 +17,6 @@ import random
 
 import pytest
 
-from components.config.elicitation import ElicitationConfig
 from components.config.training import Baseline, CriticConfig, OptimConfig, RankingConfig
 from components.data.records import TrajectoryPair, write_jsonl
 from components.data.split import Split
@@ -25,8 +24,9 @@ from components.lm.critic_quality import pair_figures
 from components.stages import critic as critic_train
 from components.stages.critic_quality import trajectory_margins
 from components.stages.ranking import RankingModels
-from components.tasks import elicitation_generate
-from components.tasks.elicitation import DOMAINS, ElicitationRecord, ElicitationTask, rules_reply
+from components.tasks.elicitation import generate as elicitation_generate
+from components.tasks.elicitation.config import ElicitationConfig
+from components.tasks.elicitation.task import DOMAINS, ElicitationRecord, ElicitationTask, rules_reply
 from tests.synthetic_dialogues import dialogue
 
 pytestmark = [pytest.mark.integration, pytest.mark.manual]  # 14 critic steps on 135M: minutes

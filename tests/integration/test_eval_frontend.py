@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from components.data.records import Trajectory, read_jsonl
-from components.tasks.frontend_simulator import NO_PAGE
+from components.tasks.colbench_frontend.simulator import NO_PAGE
 from tests.conftest import DEFAULT_MODEL_DIR as MODEL
 from tests.conftest import REPO
 

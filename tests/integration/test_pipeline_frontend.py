@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from components.config.frontend import FrontendConfig
 from components.data.records import Trajectory, TrajectoryPair, read_jsonl, write_jsonl
-from components.tasks.colbench_frontend import ColbenchFrontend
+from components.tasks.colbench_frontend.config import FrontendConfig
+from components.tasks.colbench_frontend.task import ColbenchFrontend
 from tests import synthetic_pages as world
 from tests.conftest import REPO, git_dvc_project
 from tests.pipeline_helpers import OPTIM, SWEET_STAGES, offline_run_sets

@@ -8,7 +8,6 @@ import random
 
 import pytest
 
-from components.config.elicitation import ElicitationConfig
 from components.config.sections import EpisodeSection, EvalConfig
 from components.data.records import Trajectory, read_jsonl
 from components.data.split import Split
@@ -21,9 +20,10 @@ from components.lm.sequences import reference_prefix
 from components.lm.shared_prefix import continuation_means
 from components.stages import evaluate
 from components.tasks.base import ANSWER_MARKER
-from components.tasks.elicitation import ElicitationTask
-from components.tasks.elicitation_domains import DOMAINS
-from components.tasks.elicitation_generate import run as generate_tasks
+from components.tasks.elicitation.config import ElicitationConfig
+from components.tasks.elicitation.domains import DOMAINS
+from components.tasks.elicitation.generate import run as generate_tasks
+from components.tasks.elicitation.task import ElicitationTask
 from components.training.models import load_frozen, train_device_dtype
 from tests.factories import make_meeting
 

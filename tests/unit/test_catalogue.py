@@ -48,12 +48,20 @@ def test_code_deps_follow_imports_transitively_and_scripts_started_by_file_name(
 
 def test_a_stage_depends_on_the_task_it_plays_and_the_sections_it_reads_not_on_the_others():
     critic = dvc_stage(STAGES["critic"], "elicitation")["deps"]
-    assert "components/tasks/elicitation.py" in critic and "components/config/elicitation.py" in critic
-    others = ("components/render/", "components/scoring/", "components/tasks/colbench", "components/config/cory")
+    assert "components/tasks/elicitation/task.py" in critic and "components/tasks/elicitation/config.py" in critic
+    others = (
+        "components/tasks/colbench_frontend/render/",
+        "components/scoring/",
+        "components/tasks/colbench",
+        "components/config/cory",
+    )
     assert [d for d in critic if d.startswith(others)] == []
     assert len([d for d in critic if d.startswith("components/")]) <= 29  # 58 before the registries were lazy
     frontend = dvc_stage(STAGES["eval_actor"], "colbench-frontend")["deps"]
-    assert "components/render/browser.py" in frontend and "components/tasks/elicitation.py" not in frontend
+    assert (
+        "components/tasks/colbench_frontend/render/browser.py" in frontend
+        and "components/tasks/elicitation/task.py" not in frontend
+    )
 
 
 def test_package_inits_without_code_and_type_checking_imports_are_no_deps():
@@ -84,7 +92,7 @@ def test_what_a_stage_loads_when_it_starts_is_among_its_deps(stage, task):
         f for f in loaded if f.endswith("__init__.py")
     }  # a package's docstring-only __init__ runs no code
     others = [f for f in loaded if f.startswith("components/tasks/colbench") and task not in f.replace("_", "-")]
-    assert others == [] and ("components/tasks/colbench_frontend.py" in loaded) == (task == "colbench-frontend")
+    assert others == [] and ("components/tasks/colbench_frontend/task.py" in loaded) == (task == "colbench-frontend")
 
 
 def test_each_algorithm_runs_its_training_stages_in_order():
@@ -118,6 +126,18 @@ def test_components_never_import_flows_or_prefect():
         for path in sorted((CODE_ROOT / "components").rglob("*.py"))
         for n in imported_names(path)
         if n.split(".")[0] in ("flows", "prefect", "prefect_ray")
+    ]
+    assert offenders == []
+
+
+def test_config_imports_nothing_above_it():
+    """config/ is the bottom layer: it imports itself and the train/eval split (a stdlib-only module),
+    never a stage, task, episode, model or tracking module."""
+    offenders = [
+        f"{path.relative_to(CODE_ROOT)}: {n}"
+        for path in sorted((CODE_ROOT / "components/config").rglob("*.py"))
+        for n in imported_names(path)
+        if n.startswith("components.") and not n.startswith(("components.config", "components.data.split"))
     ]
     assert offenders == []
 

@@ -24,7 +24,6 @@ def test_a_stage_gets_its_own_resources_else_the_default():
 @pytest.mark.parametrize(
     "values, message",
     [
-        ({"resources": {"critc": {"gpus": 1}}}, "unknown stage"),
         ({"address": "auto"}, "backend is local"),
         ({"backend": "ray", "address": "auto", "local_cpus": 2}, "local_cpus sizes a local Ray cluster"),
         ({"backend": "slurm"}, "backend"),
@@ -36,6 +35,16 @@ def test_a_stage_gets_its_own_resources_else_the_default():
 def test_contradictions_and_unknown_names_are_refused(values, message):
     with pytest.raises(ValidationError, match=message):
         ClusterConfig(**values)
+
+
+def test_an_unknown_stage_name_in_resources_is_refused_with_the_known_ones():
+    """The stage names live in the catalogue (above config/): a run's parameters are checked against it."""
+    from components.config.sections import ConfigError
+    from flows.profiles import validate
+
+    with pytest.raises(ConfigError, match="cluster.resources: unknown stage.*critc.*stages: .*critic"):
+        validate({"cluster": {"resources": {"critc": {"gpus": 1}}}})
+    assert validate({"cluster": {"resources": {"critic": {"gpus": 1}}}})["cluster"].resources_for("critic").gpus == 1
 
 
 def test_single_step_commands_take_cluster_settings_only(tmp_path, monkeypatch):

@@ -5,7 +5,7 @@ from components.episodes.driver import EpisodeConfig, EpisodeDriver, EpisodeJob
 from components.episodes.simulators import RetrievalSimulator
 from components.tasks.base import ANSWER_MARKER
 from components.tasks.colbench_backend import ColbenchBackend
-from components.tasks.elicitation import ElicitationTask, RulesSimulator
+from components.tasks.elicitation.task import ElicitationTask, RulesSimulator
 from tests.factories import make_meeting, make_task
 
 BACKEND = ColbenchBackend({"data": DataConfig()})

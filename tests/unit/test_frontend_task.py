@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from components.config.frontend import FrontendConfig
 from components.episodes.simulators import SimRequest
-from components.tasks.colbench_frontend import ColbenchFrontend, extract_html
-from components.tasks.frontend_simulator import LOOKS_RIGHT, NO_PAGE, colour_name
+from components.tasks.colbench_frontend.config import FrontendConfig
+from components.tasks.colbench_frontend.simulator import LOOKS_RIGHT, NO_PAGE, colour_name
+from components.tasks.colbench_frontend.task import ColbenchFrontend, extract_html
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from components.render.browser import Renderer, RenderSettings
-from components.render.placeholder import placeholder_png
-from components.render.routes import WebAssets
+from components.tasks.colbench_frontend.render.browser import Renderer, RenderSettings
+from components.tasks.colbench_frontend.render.placeholder import placeholder_png
+from components.tasks.colbench_frontend.render.routes import WebAssets
 
 ASSETS = Path(__file__).resolve().parents[2] / "vendor" / "web"
 TIMEOUT_S = 3.0

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from components.render.placeholder import placeholder_png
-from components.render.routes import MAX_SIDE, TAILWIND_CSS, TAILWIND_PLAY, WebAssets, answer
+from components.tasks.colbench_frontend.render.placeholder import placeholder_png
+from components.tasks.colbench_frontend.render.routes import MAX_SIDE, TAILWIND_CSS, TAILWIND_PLAY, WebAssets, answer
 
 
 @pytest.fixture()

@@ -12,7 +12,7 @@ from components.episodes.simulators import (
     words,
 )
 from components.tasks.colbench_backend import ColbenchBackend
-from components.tasks.elicitation import ElicitationTask, RulesSimulator
+from components.tasks.elicitation.task import ElicitationTask, RulesSimulator
 from tests.factories import make_meeting, make_task
 
 BACKEND = ColbenchBackend({"data": DataConfig()})

@@ -16,16 +16,17 @@ from typing import Callable
 import pytest
 from pydantic import BaseModel
 
-from components.config.elicitation import ElicitationConfig
-from components.config.frontend import FrontendConfig
 from components.config.sections import DataConfig
 from components.data.records import RecordError, read_jsonl, write_jsonl
 from components.data.split import Split
 from components.episodes.simulators import SimRequest, make_simulator
 from components.scoring import backend
-from components.tasks import elicitation_generate, registry
+from components.tasks import registry
 from components.tasks.base import ANSWER_MARKER, Task
-from components.tasks.elicitation import (
+from components.tasks.colbench_frontend.config import FrontendConfig
+from components.tasks.elicitation import generate as elicitation_generate
+from components.tasks.elicitation.config import ElicitationConfig
+from components.tasks.elicitation.task import (
     DOMAINS,
     NOT_SURE,
     ElicitationRecord,

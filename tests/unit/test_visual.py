@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from components.render.browser import Renderer
-from components.render.routes import WebAssets
-from components.scoring.visual import ClipSimilarity, Metric, layout_similarity, resolve_metric
+from components.tasks.colbench_frontend.render.browser import Renderer
+from components.tasks.colbench_frontend.render.routes import WebAssets
+from components.tasks.colbench_frontend.visual import ClipSimilarity, Metric, layout_similarity, resolve_metric
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,7 +1,7 @@
 """ColBench frontend design behind the task interface (docs/algorithms.md; the authors' design environment).
 
 Reads: the tasks file of params `frontend` (data/colbench/frontend_test.jsonl, DVC-tracked, split by
-hash), and renders pages offline (components/render: Chromium, local Tailwind, placeholder images).
+hash), and renders pages offline (render/: Chromium, local Tailwind, placeholder images).
 The agent sees only the short description. Each turn it may show a draft page (HTML with Tailwind
 inside `<html>`); the simulated human compares the rendered draft with the rendered reference and
 says how they differ (reply cut to `frontend.sim_max_chars`, 1000). A message with
@@ -10,7 +10,7 @@ latest page the agent showed in any turn (its answer's page when the answer hold
 without a page (`<html>` or `<body>`) scores 0: the authors score it as a black image, and text
 rendered on white would otherwise look much like a plain reference page (measured: the default
 model's gibberish scored 0.53-0.97 under `layout`, one above the success threshold). The score is the visual
-similarity of the two screenshots (components/scoring/visual.py: `clip` with local weights, else
+similarity of the two screenshots (components/tasks/colbench_frontend/visual.py: `clip` with local weights, else
 `layout`); the metric's name is part of the score's metric key (`similarity_layout` or
 `similarity_clip`, beside `mean_score`), so numbers of different metrics never share a column.
 `success` is a similarity of at least `frontend.success_threshold`. The critic's training-time
@@ -21,7 +21,7 @@ holding the agent's rendered page (or a line saying there is none) and the rende
 images, as the authors send them, and must be a vision model behind an OpenAI-compatible endpoint;
 with `html` (the default, for the text-only local engines) it gets the reference page's HTML as
 its hidden information and the dialogue. Offline, the `visual` simulator
-(components/tasks/frontend_simulator.py) compares the rendered pages' layouts instead.
+(components/tasks/colbench_frontend/simulator.py) compares the rendered pages' layouts instead.
 Prompts are our own wording of the protocol.
 """
 
@@ -36,8 +36,8 @@ from typing import Sequence
 from components.data.records import ScoreResult
 from components.data.split import Split, select
 from components.data.tasks import FrontendTask
-from components.render.layout import PageLayout
 from components.tasks.base import ANSWER_MARKER, Dialogue, Task, chat_for_simulator
+from components.tasks.colbench_frontend.render.layout import PageLayout
 
 AGENT_SYSTEM_PROMPT = (
     "You are a web designer working with a client who wants a web page. Their request is short and "
@@ -84,7 +84,7 @@ class ColbenchFrontend(Task):
     pair_rule = "gap"  # similarities are never exactly 1: pairs by score gap, as the authors' frontend script
 
     def __init__(self, configs) -> None:
-        from components.scoring.visual import resolve_metric
+        from components.tasks.colbench_frontend.visual import resolve_metric
 
         super().__init__(configs)
         cfg = self.configs["frontend"]
@@ -146,7 +146,7 @@ class ColbenchFrontend(Task):
             )
 
     def offline_simulator(self, kind: str, max_chars: int):
-        from components.tasks.frontend_simulator import VisualSimulator
+        from components.tasks.colbench_frontend.simulator import VisualSimulator
 
         if kind != "visual":
             raise ValueError(f"task {self.name} has no offline simulator '{kind}' (it has: visual)")
@@ -184,7 +184,7 @@ class ColbenchFrontend(Task):
         return ScoreResult(index=index, score=value, passed=int(success), total=1, success=success, error=error)
 
     def similarity(self, png_a: bytes, png_b: bytes) -> float:
-        from components.scoring.visual import ClipSimilarity, Metric, layout_similarity
+        from components.tasks.colbench_frontend.visual import ClipSimilarity, Metric, layout_similarity
 
         if png_a == png_b:
             return 1.0
@@ -208,8 +208,8 @@ class ColbenchFrontend(Task):
     def renderer(self):
         """The task's one Chromium (started on first use, closed at exit or by `close`)."""
         if self._renderer is None:
-            from components.render.browser import Renderer, RenderSettings
-            from components.render.routes import WebAssets
+            from components.tasks.colbench_frontend.render.browser import Renderer, RenderSettings
+            from components.tasks.colbench_frontend.render.routes import WebAssets
 
             cfg = self.configs["frontend"]
             settings = RenderSettings(timeout_s=cfg.render_timeout_s)

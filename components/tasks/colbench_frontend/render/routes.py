@@ -1,4 +1,4 @@
-"""What the offline renderer answers for each request a page makes (components/render/browser.py).
+"""What the offline renderer answers for each request a page makes (render/browser.py).
 
 ColBench frontend pages load Tailwind from a CDN and photos from picsum.photos; no page may reach
 the network or the host. Every request goes through `answer(url)`:
@@ -8,7 +8,7 @@ the network or the host. Every request goes through `answer(url)`:
   for it, as v3): the local v3.4.10 build with its first-party plugins;
 - picsum.photos (`/id/N/W/H`, `/W/H`, `/W`, suffixes such as `-estate` ignored) and
   via.placeholder.com (`/W` or `/WxH`): a deterministic placeholder of that size
-  (components/render/placeholder.py); sizes are clamped to [1, MAX_SIDE];
+  (components/tasks/colbench_frontend/render/placeholder.py); sizes are clamped to [1, MAX_SIDE];
 - anything else: aborted (None), so a page sees a failed load, never a hang or the network.
 """
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from components.render.placeholder import placeholder_png
+from components.tasks.colbench_frontend.render.placeholder import placeholder_png
 
 MAX_SIDE = 4096
 DEFAULT_SIDE = 200

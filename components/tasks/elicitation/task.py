@@ -1,7 +1,7 @@
 """Collaborative preference elicitation: a small, lexical task a 135M model can learn on CPU.
 
 Reads: the tasks file of params `elicitation` (data/elicitation/tasks.jsonl, written by
-`python -m components.tasks.elicitation_generate`; train and eval rows in one file, split by each
+`python -m components.tasks.elicitation.generate`; train and eval rows in one file, split by each
 row's `split`). A task is an everyday domain (meeting, restaurant, trip, pizza, gift, haircut) with
 three slots, each holding one single-word value (day: Tuesday); the agent sees only a vague request
 ("Can you help me book a meeting?"), asks about the slots, and answers with `I WANT TO ANSWER:`
@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from components.data.records import ScoreResult
 from components.data.split import Split
 from components.tasks.base import ANSWER_MARKER, Dialogue, Task, chat_for_simulator
-from components.tasks.elicitation_domains import DETAILS, DOMAINS, Slot
+from components.tasks.elicitation.domains import DETAILS, DOMAINS, Slot
 
 NOT_SURE = "I'm not sure what you mean."
 

@@ -2,7 +2,7 @@
 
 The protocol's human is a vision-language model that sees the agent's rendered page and the page
 it has in mind and says how they differ, most important first (docs/algorithms.md; reply cut to 1000
-characters). This one compares the two pages' layouts (components/render/layout.py: visible
+characters). This one compares the two pages' layouts (components/tasks/colbench_frontend/render/layout.py: visible
 elements with boxes, colours and text, read from the same renders the scorer uses) and says, in
 this order and as far as the reply cut allows:
 1. the page background colour, when it differs;
@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from components.render.layout import Element, PageLayout, normalise_text
+from components.tasks.colbench_frontend.render.layout import Element, PageLayout, normalise_text
 
 PALETTE = {
     "white": (255, 255, 255),

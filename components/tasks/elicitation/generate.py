@@ -1,7 +1,7 @@
-"""Generate the elicitation tasks: `python -m components.tasks.elicitation_generate`.
+"""Generate the elicitation tasks: `python -m components.tasks.elicitation.generate`.
 
-Reads: params `elicitation` (components/config/elicitation.py). Writes: `elicitation.file`
-(JSONL of components/tasks/elicitation.py ElicitationRecord, the train rows then the eval rows;
+Reads: params `elicitation` (components/tasks/elicitation/config.py). Writes: `elicitation.file`
+(JSONL of components/tasks/elicitation/task.py ElicitationRecord, the train rows then the eval rows;
 written to a temporary file, then renamed) and prints one JSON line of counts.
 
 Held out from training, so that eval measures generalisation: (a) the `heldout_domains` appear
@@ -20,11 +20,11 @@ import json
 import random
 from collections import Counter
 
-from components.config.elicitation import ElicitationConfig
 from components.config.sections import load_section
 from components.data.records import replace_jsonl
-from components.tasks.elicitation import ElicitationRecord
-from components.tasks.elicitation_domains import DETAILS, DOMAINS
+from components.tasks.elicitation.config import ElicitationConfig
+from components.tasks.elicitation.domains import DETAILS, DOMAINS
+from components.tasks.elicitation.task import ElicitationRecord
 
 Combo = tuple[str, ...]  # one value per slot, in slot order
 MAX_REDRAWS = 100  # redraws of a task's wording and details before a duplicate task is an error

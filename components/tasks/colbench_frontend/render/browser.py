@@ -6,7 +6,7 @@ start. The browser runs in Playwright's asyncio API on a thread of its own; `ren
 batch over the pool's pages and may be called from any thread.
 
 Pages are untrusted code (an agent wrote them). They run in Chromium's processes, never in ours,
-and every request goes through `components.render.routes.answer`: Tailwind and picsum images are
+and every request goes through `components.tasks.colbench_frontend.render.routes.answer`: Tailwind and picsum images are
 answered from local files, everything else is aborted; as a second fence the browser resolves no
 host name (`--host-resolver-rules`), service workers are blocked, and a page's origin is
 `about:blank`, from which Chromium loads no `file:` URL.
@@ -16,7 +16,7 @@ that never ends) is cut at the limit; its page is closed and replaced, and it re
 page (white, the viewport's size), as does any page Chromium fails on, so a bad page scores as an
 empty design instead of stopping the step. Full-page screenshots are cut at `max_height` pixels.
 Each page is also described as data (its visible elements' boxes, colours and text:
-components/render/layout.py) for the offline designer simulator. Snapshots are cached by the
+components/tasks/colbench_frontend/render/layout.py) for the offline designer simulator. Snapshots are cached by the
 SHA-256 of the HTML and the rendering settings when `cache_dir` is set (written atomically);
 identical pages in one batch are rendered once.
 
@@ -38,8 +38,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
 
-from components.render.layout import LAYOUT_JS, PageLayout, blank_layout
-from components.render.routes import WebAssets, answer
+from components.tasks.colbench_frontend.render.layout import LAYOUT_JS, PageLayout, blank_layout
+from components.tasks.colbench_frontend.render.routes import WebAssets, answer
 
 CACHE_VERSION = 1  # bump when what a cached snapshot holds changes
 CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
@@ -59,7 +59,7 @@ CHROMIUM_ARGS = (
 
 @dataclass(frozen=True)
 class Snapshot:
-    """A rendered page: its screenshot and what it shows (components/render/layout.py)."""
+    """A rendered page: its screenshot and what it shows (components/tasks/colbench_frontend/render/layout.py)."""
 
     png: bytes
     layout: PageLayout

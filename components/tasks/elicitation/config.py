@@ -1,8 +1,8 @@
 """Configuration of the elicitation task's generator (params.yaml section `elicitation`).
 
 Reads and writes nothing. Defaults equal params.yaml's `elicitation` section. The generator
-(`python -m components.tasks.elicitation_generate`) writes `file`; the task
-(components/tasks/elicitation.py) reads it. Contradictions (an unknown held-out domain, every
+(`python -m components.tasks.elicitation.generate`) writes `file`; the task
+(components/tasks/elicitation/task.py) reads it. Contradictions (an unknown held-out domain, every
 domain held out) are rejected when the section is loaded.
 """
 
@@ -28,7 +28,7 @@ class ElicitationConfig(_Section):
     heldout_domains: list[str] = Field(
         default_factory=lambda: ["haircut"],
         min_length=1,
-        description="domains that appear only in the eval split (components/tasks/elicitation.py DOMAINS)",
+        description="domains that appear only in the eval split (components/tasks/elicitation/task.py DOMAINS)",
     )
     eval_combo_fraction: float = Field(
         0.25,
@@ -40,7 +40,7 @@ class ElicitationConfig(_Section):
 
     @model_validator(mode="after")
     def _domains_known(self) -> "ElicitationConfig":
-        from components.tasks.elicitation_domains import DOMAINS
+        from components.tasks.elicitation.domains import DOMAINS
 
         unknown = [d for d in self.heldout_domains if d not in DOMAINS]
         if unknown:

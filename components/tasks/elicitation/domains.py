@@ -1,7 +1,7 @@
 """The elicitation task's world: its domains, their slots and values, and the irrelevant details.
 
 Pure data (no imports of the task's code), so that the config model validating `elicitation`
-(components/config/elicitation.py) and the generator read it without depending on the task.
+(components/tasks/elicitation/config.py) and the generator read it without depending on the task.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Configuration of the ColBench frontend design task (params.yaml section `frontend`).
 
 Reads and writes nothing. Defaults equal params.yaml's `frontend` section. The task
-(components/tasks/colbench_frontend.py) reads `tasks`, renders pages offline with
-components/render (Chromium, local Tailwind files in `assets_dir`) and scores them with
-components/scoring/visual.py.
+(components/tasks/colbench_frontend/task.py) reads `tasks`, renders pages offline with
+components/tasks/colbench_frontend/render (Chromium, local Tailwind files in `assets_dir`) and scores them with
+components/tasks/colbench_frontend/visual.py.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What a rendered page shows, as data: its visible elements' boxes, colours and text.
 
-Collected in the browser with the screenshot (components/render/browser.py) by LAYOUT_JS, read by
-the offline designer simulator (components/tasks/frontend_simulator.py), which compares a page
+Collected in the browser with the screenshot (render/browser.py) by LAYOUT_JS, read by
+the offline designer simulator (components/tasks/colbench_frontend/simulator.py), which compares a page
 with the reference the way a person looking at both would: colours, blocks, text.
 
 An element is kept when it is displayed, visible and at least MIN_SIDE px on both sides; its
