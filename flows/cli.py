@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Annotated, Any, Callable, Optional
 
 import typer
 
-from components.config.sections import EvalConfig, RolloutsConfig
+from components.config.sections import EvalConfig, RolloutsConfig, SimulatorKind
 from components.config.training import ActorConfig, Algo, TrainConfig
+from components.data.split import Split
 from flows import cli_render, cli_services  # noqa: F401  (they add the render, ui and serve commands to `app`)
 from flows.cli_app import app, data_app, fail, model_app, setup
-from flows.options import EPISODE_FIELDS, cli_options, cluster_option, extra_option
+from flows.options import option
 from flows.plan import PipelineParams
 
 
@@ -80,94 +80,70 @@ def _seeds(seed: Optional[int], seeds: Optional[str]) -> Optional[list[int]]:
     return None if seed is None else [seed]
 
 
-OUT = {"out_dir": ("--out",)}
-
-
-def _task_option() -> inspect.Parameter:
+def _task_help() -> str:
     from components.tasks.registry import TASKS
 
-    return extra_option(
-        "task",
-        Optional[str],
-        typer.Option(None, help=f"collaborative task: {' | '.join(TASKS)} [params.yaml task.name]"),
-    )
+    return f"collaborative task: {' | '.join(TASKS)} [params.yaml task.name]"
 
 
-SEED_OPTIONS = [
-    extra_option("seed", Optional[int], typer.Option(None, help="run seed")),
-    extra_option(
-        "seeds",
-        Optional[str],
-        typer.Option(None, help="comma-separated run seeds, one evaluation each [params.yaml eval.seeds]"),
-    ),
+TaskOption = Annotated[Optional[str], typer.Option(help=_task_help())]
+ClusterSets = Annotated[
+    Optional[list[str]],
+    typer.Option("-S", "--set", help="cluster.key=value: where the step runs, e.g. -S cluster.backend=ray"),
 ]
 
 
 @app.command("eval")
-@cli_options(
-    EvalConfig,
-    "eval",
-    EPISODE_FIELDS,
-    OUT,
-    extra=[
-        *SEED_OPTIONS,
-        _task_option(),
-        extra_option(
-            "profile",
-            Optional[str],
-            typer.Option(
-                None,
-                help="run profile whose overlay applies, as in `sweetflow run` (e.g. default: the episodes "
-                "`make run` trains with; none: params.yaml's base sections)",
-            ),
-        ),
-        extra_option(
-            "overrides",
-            Optional[list[str]],
-            typer.Option(
-                None,
-                "-S",
-                "--set",
-                help="section.key=value, after the profile (repeatable): the sections eval reads (task, the "
-                "task's, episode, eval, cluster; critic and ranking with --best-of > 1); the flags above win",
-            ),
-        ),
-        extra_option(
-            "best_of",
-            Optional[int],
-            typer.Option(
-                None,
-                "--best-of",
-                help="critic-guided best-of-N: N candidates per agent turn, the critic's best sent "
-                "(1: plain sampling); runs without DVC, so --out may lie anywhere",
-            ),
-        ),
-        extra_option(
-            "critic",
-            Optional[str],
-            typer.Option(
-                None, help="with --best-of N > 1: a trained critic's HF folder, or `base` (params critic.model with c)"
-            ),
-        ),
-        extra_option(
-            "register",
-            bool,
-            typer.Option(
-                False,
-                "--register",
-                help="register the model (a local folder) in the MLflow "
-                "registry as `candidate`; `champion` only if it beats the current champion",
-            ),
-        ),
-    ],
-)
 def evaluate(
-    seed: Optional[int] = None,
-    seeds: Optional[str] = None,
-    task: Optional[str] = None,
-    register: bool = False,
-    overrides: Optional[list[str]] = None,
-    **options,
+    model: Annotated[Optional[str], option(EvalConfig, "model", "eval")] = None,
+    engine: Annotated[Optional[str], option(EvalConfig, "engine", "eval")] = None,
+    simulator: Annotated[Optional[SimulatorKind], option(EvalConfig, "simulator", "eval")] = None,
+    simulator_model: Annotated[Optional[str], option(EvalConfig, "simulator_model", "eval")] = None,
+    simulator_engine: Annotated[Optional[str], option(EvalConfig, "simulator_engine", "eval")] = None,
+    split: Annotated[Optional[Split], option(EvalConfig, "split", "eval")] = None,
+    limit: Annotated[Optional[int], option(EvalConfig, "limit", "eval")] = None,
+    out_dir: Annotated[Optional[Path], option(EvalConfig, "out_dir", "eval", "--out")] = None,
+    seed: Annotated[Optional[int], typer.Option(help="run seed")] = None,
+    seeds: Annotated[
+        Optional[str], typer.Option(help="comma-separated run seeds, one evaluation each [params.yaml eval.seeds]")
+    ] = None,
+    task: TaskOption = None,
+    profile: Annotated[
+        Optional[str],
+        typer.Option(
+            help="run profile whose overlay applies, as in `sweetflow run` (e.g. default: the episodes "
+            "`make run` trains with; none: params.yaml's base sections)",
+        ),
+    ] = None,
+    overrides: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "-S",
+            "--set",
+            help="section.key=value, after the profile (repeatable): the sections eval reads (task, the "
+            "task's, episode, eval, cluster; critic and ranking with --best-of > 1); the flags above win",
+        ),
+    ] = None,
+    best_of: Annotated[
+        Optional[int],
+        typer.Option(
+            "--best-of",
+            help="critic-guided best-of-N: N candidates per agent turn, the critic's best sent "
+            "(1: plain sampling); runs without DVC, so --out may lie anywhere",
+        ),
+    ] = None,
+    critic: Annotated[
+        Optional[str],
+        typer.Option(help="with --best-of N > 1: a trained critic's HF folder, or `base` (params critic.model with c)"),
+    ] = None,
+    register: Annotated[
+        bool,
+        typer.Option(
+            "--register",
+            help="register the model (a local folder) in the MLflow "
+            "registry as `candidate`; `champion` only if it beats the current champion",
+        ),
+    ] = False,
 ) -> None:
     """Evaluate a model on a collaborative task (a Prefect flow; logged to MLflow), optionally under a
     run profile and with critic-guided best-of-N (`--best-of N --critic PATH|base`)."""
@@ -175,7 +151,21 @@ def evaluate(
 
     setup()
     params = EvalParams(
-        **options, seeds=_seeds(seed, seeds), task=task, register_model=register, overrides=overrides or []
+        model=model,
+        engine=engine,
+        simulator=simulator,
+        simulator_model=simulator_model,
+        simulator_engine=simulator_engine,
+        split=split,
+        limit=limit,
+        out_dir=out_dir,
+        seeds=_seeds(seed, seeds),
+        task=task,
+        profile=profile,
+        overrides=overrides or [],
+        best_of=best_of,
+        critic=critic,
+        register_model=register,
     )
     cfg, task, doc = _resolve_checked(resolve, params, "eval", inside_project=params.best_of is None)
     metrics = _tracked_flow(_placed(eval_flow, doc), params)
@@ -194,15 +184,38 @@ def evaluate(
 
 
 @app.command("rollouts")
-@cli_options(
-    RolloutsConfig, "rollouts", (*EPISODE_FIELDS, "per_task", "seed"), OUT, extra=[_task_option(), cluster_option()]
-)
-def rollouts(task: Optional[str] = None, overrides: Optional[list[str]] = None, **options) -> None:
+def rollouts(
+    model: Annotated[Optional[str], option(RolloutsConfig, "model", "rollouts")] = None,
+    engine: Annotated[Optional[str], option(RolloutsConfig, "engine", "rollouts")] = None,
+    simulator: Annotated[Optional[SimulatorKind], option(RolloutsConfig, "simulator", "rollouts")] = None,
+    simulator_model: Annotated[Optional[str], option(RolloutsConfig, "simulator_model", "rollouts")] = None,
+    simulator_engine: Annotated[Optional[str], option(RolloutsConfig, "simulator_engine", "rollouts")] = None,
+    split: Annotated[Optional[Split], option(RolloutsConfig, "split", "rollouts")] = None,
+    limit: Annotated[Optional[int], option(RolloutsConfig, "limit", "rollouts")] = None,
+    out_dir: Annotated[Optional[Path], option(RolloutsConfig, "out_dir", "rollouts", "--out")] = None,
+    per_task: Annotated[Optional[int], option(RolloutsConfig, "per_task", "rollouts")] = None,
+    seed: Annotated[Optional[int], option(RolloutsConfig, "seed", "rollouts")] = None,
+    task: TaskOption = None,
+    overrides: ClusterSets = None,
+) -> None:
     """Sample K scored trajectories per task (SWEET-RL step 1; a Prefect flow logged to MLflow)."""
     from flows.rollouts_flow import RolloutsParams, resolve, rollouts_flow, summary_table
 
     setup()
-    params = RolloutsParams(**options, task=task, overrides=overrides or [])
+    params = RolloutsParams(
+        model=model,
+        engine=engine,
+        simulator=simulator,
+        simulator_model=simulator_model,
+        simulator_engine=simulator_engine,
+        split=split,
+        limit=limit,
+        out_dir=out_dir,
+        per_task=per_task,
+        seed=seed,
+        task=task,
+        overrides=overrides or [],
+    )
     cfg, task, doc = _resolve_checked(resolve, params, "rollouts")
     metrics = _tracked_flow(_placed(rollouts_flow, doc), params)
     typer.echo(
@@ -213,23 +226,16 @@ def rollouts(task: Optional[str] = None, overrides: Optional[list[str]] = None, 
 
 
 @app.command("train")
-@cli_options(
-    TrainConfig,
-    "train",
-    ("trajectories", "model", "out_dir"),
-    OUT,
-    extra=[
-        extra_option(
-            "algo",
-            Optional[Algo],
-            typer.Option(None, help=f"{ActorConfig.model_fields['algo'].description} [params.yaml actor.algo]"),
-        ),
-        _task_option(),
-        cluster_option(),
-    ],
-)
 def train(
-    algo: Optional[Algo] = None, task: Optional[str] = None, overrides: Optional[list[str]] = None, **options
+    trajectories: Annotated[Optional[Path], option(TrainConfig, "trajectories", "train")] = None,
+    model: Annotated[Optional[str], option(TrainConfig, "model", "train")] = None,
+    out_dir: Annotated[Optional[Path], option(TrainConfig, "out_dir", "train", "--out")] = None,
+    algo: Annotated[
+        Optional[Algo],
+        typer.Option(help=f"{ActorConfig.model_fields['algo'].description} [params.yaml actor.algo]"),
+    ] = None,
+    task: TaskOption = None,
+    overrides: ClusterSets = None,
 ) -> None:
     """Improve an actor from scored rollouts (a Prefect flow; each step tracked in MLflow)."""
     from components.config.sections import ConfigError
@@ -237,7 +243,9 @@ def train(
     from flows.train_flow import TrainParams, check_inputs, resolve, train_flow
 
     setup()
-    params = TrainParams(algo=algo, task=task, overrides=overrides or [], **options)
+    params = TrainParams(
+        trajectories=trajectories, model=model, out_dir=out_dir, algo=algo, task=task, overrides=overrides or []
+    )
     try:
         doc = resolve(params)
         check_inputs(doc)
@@ -251,15 +259,22 @@ def train(
     )
 
 
-RUN_OPTIONS = cli_options(
-    PipelineParams,
-    None,
-    ("algo", "task", "iterations", "profile", "overrides", "baselines"),
-    {"overrides": ("-S", "--set"), "baselines": ("--baselines", "-b")},
-)
+RunAlgo = Annotated[Algo, option(PipelineParams, "algo")]
+RunTask = Annotated[Optional[str], option(PipelineParams, "task")]
+RunIterations = Annotated[Optional[int], option(PipelineParams, "iterations")]
+RunProfile = Annotated[str, option(PipelineParams, "profile")]
+RunSets = Annotated[Optional[list[str]], option(PipelineParams, "overrides", None, "-S", "--set")]
+RunBaselines = Annotated[Optional[list[str]], option(PipelineParams, "baselines", None, "--baselines", "-b")]
 
 
-def _pipeline_plan(options: dict):
+def _pipeline_plan(
+    algo: Algo,
+    task: Optional[str],
+    iterations: Optional[int],
+    profile: str,
+    overrides: Optional[list[str]],
+    baselines: Optional[list[str]],
+):
     """The pipeline's parameters and plan as `sweetflow run` resolves them, or a clear error."""
     from components.config.sections import ConfigError
     from components.data.records import RecordError
@@ -268,7 +283,12 @@ def _pipeline_plan(options: dict):
 
     try:
         params = PipelineParams(
-            **(options | {"overrides": options.get("overrides") or [], "baselines": options.get("baselines") or []})
+            algo=algo,
+            task=task,
+            iterations=iterations,
+            profile=profile,
+            overrides=overrides or [],
+            baselines=baselines or [],
         )
         plan = resolve(params)
         check_offline(plan)
@@ -278,15 +298,21 @@ def _pipeline_plan(options: dict):
 
 
 @app.command("run")
-@RUN_OPTIONS
-def run(**options) -> None:
+def run(
+    algo: RunAlgo = Algo.sweet,
+    task: RunTask = None,
+    iterations: RunIterations = None,
+    profile: RunProfile = "default",
+    overrides: RunSets = None,
+    baselines: RunBaselines = None,
+) -> None:
     """The whole pipeline (a Prefect flow): evaluate the base model, then N iterations of rollouts,
     training and evaluation (or CORY/PPO on a single-turn task: --task gsm8k | reviews); DVC skips unchanged
     steps, MLflow tracks every step."""
     from flows.pipeline_flow import iteration_count, pipeline_flow
 
     setup()
-    params, plan = _pipeline_plan(options)
+    params, plan = _pipeline_plan(algo, task, iterations, profile, overrides, baselines)
     if not Path(".dvc").is_dir():
         fail(f"{Path.cwd()} is not a DVC project: run `sweetflow run` from the sweetflow checkout")
     typer.echo(
@@ -298,13 +324,19 @@ def run(**options) -> None:
 
 
 @app.command("params")
-@RUN_OPTIONS
-def params(**options) -> None:
+def params(
+    algo: RunAlgo = Algo.sweet,
+    task: RunTask = None,
+    iterations: RunIterations = None,
+    profile: RunProfile = "default",
+    overrides: RunSets = None,
+    baselines: RunBaselines = None,
+) -> None:
     """Print the resolved parameters (YAML: only the sections the algorithm reads) that `sweetflow run`
     would use with the same arguments; the same errors as `run` on bad input."""
     import yaml
 
-    params_, plan = _pipeline_plan(options)
+    params_, plan = _pipeline_plan(algo, task, iterations, profile, overrides, baselines)
     typer.echo(
         f"# sweetflow run --algo {params_.algo.value} --task {plan.task} --profile {params_.profile}: "
         f"run folder {plan.run_dir}"
