@@ -1,4 +1,4 @@
-"""What the pipeline tests share (tests/integration/test_pipeline_*.py): the SWEET-RL iteration's
+"""What the pipeline tests share (tests/flows/test_pipeline_*.py): the SWEET-RL iteration's
 stages, short optimiser settings, and the -S settings of a smoke run on offline rollouts and the tiny
 model."""
 

@@ -1,5 +1,5 @@
 """A toy training set and the loss, token count and optimiser settings the training-loop tests share
-(tests/unit/test_training.py, test_precision.py, test_train_processes.py)."""
+(tests/components/training/test_training.py, test_precision.py, test_train_processes.py)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@
 stage's files live at fixed places under that root (`TrainLayout`), so stages find each other's
 outputs without a path per section.
 
-The defaults equal params.yaml's base sections (tests/unit/test_config_defaults.py), sized for the
+The defaults equal params.yaml's base sections (tests/components/config/test_config_defaults.py), sized for the
 embedded CPU run; the authors' hyper-parameters (docs/algorithms.md, SWEET-RL 3 and 7) are noted beside
 each field and are the gpu-8b profile's values.
 

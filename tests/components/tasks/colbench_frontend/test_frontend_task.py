@@ -4,7 +4,6 @@ real reference pages rendered offline."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -12,16 +11,15 @@ from components.episodes.simulators import SimRequest
 from components.tasks.colbench_frontend.config import FrontendConfig
 from components.tasks.colbench_frontend.simulator import LOOKS_RIGHT, NO_PAGE, colour_name
 from components.tasks.colbench_frontend.task import ColbenchFrontend, extract_html
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.conftest import REPO
 
 
 @pytest.fixture(scope="module")
 def task(tmp_path_factory):
     folder = tmp_path_factory.mktemp("frontend")
-    lines = (ROOT / "data/colbench/frontend_test.jsonl").open().readlines()[:2]
+    lines = (REPO / "data/colbench/frontend_test.jsonl").open().readlines()[:2]
     (folder / "tasks.jsonl").write_text("".join(lines))
-    cfg = FrontendConfig(tasks=folder / "tasks.jsonl", assets_dir=ROOT / "vendor/web", render_cache=None)
+    cfg = FrontendConfig(tasks=folder / "tasks.jsonl", assets_dir=REPO / "vendor/web", render_cache=None)
     built = ColbenchFrontend({"frontend": cfg})
     yield built
     built.close()
@@ -109,7 +107,7 @@ def test_the_llm_designer_gets_both_screenshots_from_an_openai_endpoint(record, 
     from tests.openai_server import FakeServer, start_server, stop_server
 
     cfg = FrontendConfig(
-        tasks=tmp_path / "unused.jsonl", assets_dir=ROOT / "vendor/web", render_cache=None, designer_view="screenshots"
+        tasks=tmp_path / "unused.jsonl", assets_dir=REPO / "vendor/web", render_cache=None, designer_view="screenshots"
     )
     task = ColbenchFrontend({"frontend": cfg})
     with pytest.raises(ValueError, match="vision model"):

@@ -35,9 +35,8 @@ from components.tasks.elicitation.task import (
     grade,
     mentions,
 )
+from tests.conftest import REPO
 from tests.factories import make_task
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 # --- building each registered task on a tiny tasks file --------------------------------------
@@ -54,10 +53,10 @@ def _elicitation(tmp_path: Path) -> dict:
 
 
 def _frontend(tmp_path: Path) -> dict:
-    lines = (ROOT / "data/colbench/frontend_test.jsonl").open().readlines()[:3]
+    lines = (REPO / "data/colbench/frontend_test.jsonl").open().readlines()[:3]
     (tmp_path / "frontend.jsonl").write_text("".join(lines))
     cfg = FrontendConfig(
-        tasks=tmp_path / "frontend.jsonl", eval_fraction=0.5, assets_dir=ROOT / "vendor/web", render_cache=None
+        tasks=tmp_path / "frontend.jsonl", eval_fraction=0.5, assets_dir=REPO / "vendor/web", render_cache=None
     )
     return {"frontend": cfg}
 
@@ -80,7 +79,7 @@ class Built:
 def built(request, tmp_path, monkeypatch) -> Built:
     name = request.param
     if name not in BUILDERS:
-        pytest.fail(f"task {name} has no builder in tests/unit/test_tasks.py BUILDERS")
+        pytest.fail(f"task {name} has no builder in tests/components/tasks/test_tasks.py BUILDERS")
     monkeypatch.setattr(backend, "DEFAULT_CACHE_DIR", tmp_path / "scoring-cache")  # ColBench's reference cache
     task = registry.make_task(name, BUILDERS[name](tmp_path))
     records, indices = task.load(Split.all)

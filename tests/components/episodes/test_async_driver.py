@@ -23,7 +23,7 @@ from components.episodes.simulators import LLMSimulator, RetrievalSimulator
 from components.tasks.base import ANSWER_MARKER
 from components.tasks.colbench_backend import ColbenchBackend
 from tests.factories import make_task
-from tests.unit.conftest import ScriptedEngine
+from tests.scripted_engine import ScriptedEngine
 
 BACKEND = ColbenchBackend({"data": DataConfig()})
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-from pathlib import Path
 
 import pytest
 from PIL import Image
@@ -13,8 +12,7 @@ from PIL import Image
 from components.tasks.colbench_frontend.render.browser import Renderer
 from components.tasks.colbench_frontend.render.routes import WebAssets
 from components.tasks.colbench_frontend.visual import ClipSimilarity, Metric, layout_similarity, resolve_metric
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.conftest import REPO
 
 
 def _png(colour: tuple[int, int, int], size=(1280, 800), box=None) -> bytes:
@@ -27,11 +25,11 @@ def _png(colour: tuple[int, int, int], size=(1280, 800), box=None) -> bytes:
 
 
 def test_layout_orders_self_edit_blank_on_a_reference_page():
-    record = json.loads((ROOT / "data/colbench/frontend_test.jsonl").open().readline())
+    record = json.loads((REPO / "data/colbench/frontend_test.jsonl").open().readline())
     page = record["ground_truth"]
     edited = page.replace("text-3xl", "text-xl", 1).replace("p-4", "p-8", 1)
     assert edited != page
-    with Renderer(WebAssets(ROOT / "vendor/web"), pages=1) as renderer:
+    with Renderer(WebAssets(REPO / "vendor/web"), pages=1) as renderer:
         ref, edit, blank = renderer.render_many([page, edited, "<html><body></body></html>"])
     assert layout_similarity(ref, ref) == 1.0
     assert 1.0 > layout_similarity(ref, edit) > layout_similarity(ref, blank)

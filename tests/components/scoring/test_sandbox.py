@@ -16,9 +16,10 @@ from components.data.tasks import BackendTask
 from components.scoring.backend import score_answers
 from components.scoring.jail import seccomp_program
 from components.scoring.sandbox import Limits, SandboxPool
+from tests.conftest import REPO
 
 ROOT = os.geteuid() == 0
-REPO_DATA = Path(__file__).resolve().parents[2] / "data"
+REPO_DATA = REPO / "data"
 GOOD = "def add(a, b):\n    return a + b\n"
 GOOD_CALLS = ["add(1, 2)", "add('a', 'b')", "add([1], [2])"]
 

@@ -1,6 +1,6 @@
 """A flow served by a Prefect runner whose one task runs a step the way every sweetflow stage runs
 (flows.console.run_logged: its own process group, here a process and a grandchild that ignores
-SIGTERM, as a vLLM engine core may); tests/integration/test_cancel_served.py cancels it."""
+SIGTERM, as a vLLM engine core may); tests/flows/test_cancel_served.py cancels it."""
 
 import sys
 from pathlib import Path

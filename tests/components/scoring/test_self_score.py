@@ -13,14 +13,14 @@ full set (about 20,000 sandboxed test calls).
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 
 from components.data.tasks import load_backend_tasks
 from components.scoring.backend import score_answers
+from tests.conftest import REPO
 
-DATA = Path(__file__).resolve().parents[2] / "data" / "colbench" / "backend_test.jsonl"
+DATA = REPO / "data" / "colbench" / "backend_test.jsonl"
 EXPLAINED = {214, 456, 741}
 
 

@@ -8,7 +8,6 @@ be in params.yaml. `profiles:` overlays are not compared: they deliberately diff
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,8 +15,9 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from components.config.schema import SECTIONS
+from tests.conftest import REPO
 
-PARAMS = Path(__file__).resolve().parents[2] / "params.yaml"
+PARAMS = REPO / "params.yaml"
 BASE = {k: v for k, v in yaml.safe_load(PARAMS.read_text()).items() if k != "profiles"}
 
 

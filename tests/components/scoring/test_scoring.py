@@ -16,8 +16,8 @@ from components.scoring.backend import ScoreResult, score_answers, score_files
 from components.scoring.rules import BANNED, prepare_answer, strip_fences, strip_marker
 from components.scoring.sandbox import SandboxPool
 from components.scoring.wire import Unserialisable, from_wire, outputs_equal, to_wire
+from tests.conftest import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 REF = "def f(x):\n    if x < 0:\n        return None\n    if x == 99:\n        raise ValueError(x)\n    return x * 2\n"
 
 

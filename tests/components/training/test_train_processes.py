@@ -24,9 +24,9 @@ from components.data.records import Trajectory, TrajectoryPair, Turn, write_json
 from components.training import distributed, launch, sharding
 from components.training.loop import METRICS_FILE, train
 from components.training.models import load_trainable
+from tests.conftest import REPO
 from tests.training_helpers import EXAMPLES, nll, optim, tokens
 
-REPO = Path(__file__).resolve().parents[2]
 STEPS = 6  # 9 pairs, batch 4: batches of 5 and 4 (a short last batch is spread over the others); with 2
 # processes and micro-batches of 1, the batch of 5 leaves one process a zero-weight pass; 3 epochs
 # Measured 2026-12-04 here (tiny Llama, fp32, lr 1e-3, 6 steps): the 2-process ddp per-step losses

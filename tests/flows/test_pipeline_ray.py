@@ -5,7 +5,7 @@ metrics, step by step, as the local backend tracking to the project's store.
 The Ray run starts the way a served deployment does: the flow loaded by its module path and called
 with the parameters, on Prefect's default task runner; it moves itself to Ray (a child flow run).
 
-The project, tasks, offline rollouts and tiny model are tests/integration/test_pipeline_flow.py's
+The project, tasks, offline rollouts and tiny model are tests/flows/test_pipeline_flow.py's
 (its `overrides` fixture): every training and evaluation step runs for real. The two runs use runs
 roots of their own, so neither reads the other's outputs (DVC would skip or restore them).
 """

@@ -3,7 +3,7 @@
 Rollouts come from the controlled world of tests/synthetic_dialogues.py (the tiny model cannot
 solve ColBench tasks, so real rollouts would give no pairs); actor and critic are the tiny model,
 candidates are sampled with the hf engine. Few optimizer steps: this checks the wiring and the
-files, tests/integration/test_credit_assignment.py checks that the learning works.
+files, tests/components/stages/test_credit_assignment.py checks that the learning works.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Prefect schedule test: the deployments `sweetflow serve` builds, registered on the session's Prefect
-test server (tests/integration/conftest.py) without serving or executing anything.
+test server (tests/conftest.py) without serving or executing anything.
 
 Checks through the Prefect client: the cron schedule, the server's scheduling of runs from it, the
 parameter schema (the UI form) carrying the flow's pydantic fields, a run created from the

@@ -16,8 +16,9 @@ from components.cory.gsm8k import (
     reward,
 )
 from components.data.records import RecordError
+from tests.conftest import REPO
 
-TEST_FILE = Path(__file__).resolve().parents[2] / "data" / "gsm8k" / "test.jsonl"
+TEST_FILE = REPO / "data" / "gsm8k" / "test.jsonl"
 
 
 @pytest.mark.parametrize(
