@@ -62,19 +62,23 @@ def mark_step(text: str | None) -> None:
 class Supervisor:
     def __init__(self, argv: Sequence[str], step_file: Path) -> None:
         env = {**os.environ, SUPERVISED_ENV: "1", STEP_FILE_ENV: str(step_file)}
-        self.step_file, self.signals = step_file, []
+        self.step_file, self.signals, self.child = step_file, [], None
+        for sig in SIGNALS:  # before the worker exists: an interrupt at once is still forwarded and reported
+            signal.signal(sig, self.on_signal)
         self.child = subprocess.Popen(list(argv), env=env, start_new_session=True, preexec_fn=_die_with_parent)
+        if self.signals:
+            self.child.send_signal(signal.SIGTERM)
 
     def on_signal(self, signum, frame) -> None:
         self.signals.append(signum)
+        if self.child is None:  # not started yet: __init__ forwards it
+            return
         if len(self.signals) == 1:
             self.child.send_signal(signal.SIGTERM)
         else:  # a second interrupt: no more waiting
             kill_session(self.child.pid)
 
     def run(self) -> int:
-        for sig in SIGNALS:
-            signal.signal(sig, self.on_signal)
         code = None
         while code is None:
             try:
