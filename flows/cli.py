@@ -14,7 +14,7 @@ from components.config.training import ActorConfig, Algo, TrainConfig
 from components.data.split import Split
 from flows import cli_render, cli_services  # noqa: F401  (they add the render, ui and serve commands to `app`)
 from flows.cli_app import app, data_app, fail, model_app, setup
-from flows.options import option
+from flows.options import option, task_help
 from flows.plan import PipelineParams
 
 
@@ -80,13 +80,7 @@ def _seeds(seed: Optional[int], seeds: Optional[str]) -> Optional[list[int]]:
     return None if seed is None else [seed]
 
 
-def _task_help() -> str:
-    from components.tasks.registry import TASKS
-
-    return f"collaborative task: {' | '.join(TASKS)} [params.yaml task.name]"
-
-
-TaskOption = Annotated[Optional[str], typer.Option(help=_task_help())]
+TaskOption = Annotated[Optional[str], typer.Option(help=task_help())]
 ClusterSets = Annotated[
     Optional[list[str]],
     typer.Option("-S", "--set", help="cluster.key=value: where the step runs, e.g. -S cluster.backend=ray"),

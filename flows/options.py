@@ -40,11 +40,16 @@ def cluster_field() -> tuple[Any, Any]:
     )
 
 
-def task_field() -> tuple[Any, Any]:
-    """The `task` parameter of the single-step flows (None: params.yaml's task.name)."""
+def task_help() -> str:
+    """The help of the single-step flows' and commands' `task` (None: params.yaml's task.name)."""
     from components.tasks.registry import TASKS
 
-    return (Optional[str], Field(None, description=f"collaborative task: {' | '.join(TASKS)} [params.yaml task.name]"))
+    return f"collaborative task: {' | '.join(TASKS)} [params.yaml task.name]"
+
+
+def task_field() -> tuple[Any, Any]:
+    """The `task` parameter of the single-step flows (None: params.yaml's task.name)."""
+    return (Optional[str], Field(None, description=task_help()))
 
 
 EPISODE_FIELDS = ("model", "engine", "simulator", "simulator_model", "simulator_engine", "split", "limit", "out_dir")
