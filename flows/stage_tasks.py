@@ -31,11 +31,12 @@ gate = task(name="registry gate", task_run_name="gate {model}")(registry_gate)
 # a stage that plays episodes gets one retry (a simulator endpoint or engine that died may come
 # back); it resumes after the episodes already written
 EPISODE_RETRY = {"retries": 1, "retry_delay_seconds": 30, "retry_condition_fn": worth_retry}
+run_episode_stage = run_stage.with_options(**EPISODE_RETRY)
 
 
 def stage_task(stage: str):
-    """The task that runs `stage`: `run_stage`, with one retry for a stage that plays episodes."""
-    return run_stage.with_options(**EPISODE_RETRY) if STAGES[stage].kind in (Kind.eval, Kind.episodes) else run_stage
+    """The task that runs `stage`: `run_stage`, or `run_episode_stage` for a stage that plays episodes."""
+    return run_episode_stage if STAGES[stage].kind in (Kind.eval, Kind.episodes) else run_stage
 
 
 def place(dvc_yaml: Path, stage: str, cluster: ClusterConfig, name: str) -> bool:
