@@ -74,7 +74,8 @@ def serve(
     ),
 ) -> None:
     """A Prefect deployment of a flow on a cron schedule, also runnable from the Prefect UI with other
-    parameters: served by this process until Ctrl-C, or registered for a work pool with --work-pool."""
+    parameters: served by this process until Ctrl-C (its runs in the working directory's
+    project), or registered for a work pool with --work-pool."""
     from flows.serve import (
         ServeError,
         build_deployment,
@@ -90,6 +91,8 @@ def serve(
 
     setup()
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per API poll otherwise
+    if not work_pool and not Path("params.yaml").exists():
+        fail(f"no params.yaml in {Path.cwd()}: served runs run in the project `sweetflow serve` starts in")
     try:
         cron_schedule(cron, timezone)
         load_flow(flow)

@@ -100,12 +100,12 @@ def register(deployment: "RunnerDeployment") -> UUID:
 def serve_forever(deployment: "RunnerDeployment") -> None:
     """Register the deployment and run its flow runs in child processes until Ctrl-C / SIGTERM.
 
-    Runs start in this checkout (params.yaml, data/ and mlflow/ are read relative to it). On stop,
-    Prefect pauses the schedule (nobody would run its runs); serving again resumes it.
+    Runs start in the working directory, the project `sweetflow serve` was started in (params.yaml,
+    data/, runs/ and mlflow/ are read relative to it, as for `sweetflow run`). On stop, Prefect pauses
+    the schedule (nobody would run its runs); serving again resumes it.
     """
     from prefect import serve
 
-    os.chdir(REPO)
     serve(deployment)
 
 

@@ -5,7 +5,7 @@ One trace per episode: a root span `task <index>` whose inputs are the conversat
 (the agent's view, without its system prompt) and whose outputs are the answer and the score; under
 it one span per agent turn with the agent's message and the human's reply. The score (and whether
 the episode succeeded) is feedback on the trace from the task's scorer. The episodes of one task in
-one step share a session (`mlflow.trace.session`: the step's run and the task), so the several seeds
+one step share a session (`mlflow.trace.session`: `<step's run id>-<task id>`), so the several seeds
 or samples of a task read as one conversation group; the trace tags carry the task id, the run seed
 and sample, and the step's own tags (algorithm, iteration, task family, stage), so that one task's
 dialogue can be found for zero-shot and for each trained model (`tags.sweetflow.task_id = '...'`).
@@ -58,7 +58,7 @@ def log_episode(traj: Trajectory, run_id: str, experiment_id: str, step_tags: Ma
     from mlflow.entities import SpanType
 
     messages = conversation(traj)
-    session = f"{run_id}/{traj.task_id}"
+    session = f"{run_id}-{traj.task_id}"  # no '/': the UI puts it in a page's path (a 404 with one)
     root = mlflow.start_span_no_context(
         f"task {traj.task_index}",
         span_type=SpanType.AGENT,

@@ -47,7 +47,7 @@ def test_episodes_become_traces_of_the_run_with_turn_spans_feedback_tags_and_a_s
     assert tags["sweetflow.algo"] == "sweet" and tags["sweetflow.task_id"] == "task-a" and tags["sweetflow.seed"] == "0"
     assert "git_commit" not in tags  # only the sweetflow tags travel to the traces
     sessions = {mlflow.get_trace(i).info.request_metadata["mlflow.trace.session"] for i in ids}
-    assert sessions == {f"{run.info.run_id}/task-a", f"{run.info.run_id}/task-b"}  # a task's seeds: one session
+    assert sessions == {f"{run.info.run_id}-task-a", f"{run.info.run_id}-task-b"}  # a task's seeds: one session
     query = "tags.`sweetflow.task_id` = 'task-b'"
     found = mlflow.search_traces(locations=[exp], filter_string=query, return_type="list")
     assert [t.info.trace_id for t in found] == [ids[2]]
