@@ -133,7 +133,7 @@ def test_clear_errors_for_a_bad_cron_an_unknown_flow_and_a_wrong_pool_type(clien
         deploy_to_pool("eval", CRON, "it-not-process")
 
 
-def test_cli_serve_registers_for_a_work_pool_and_rejects_bad_input(client, monkeypatch):
+def test_cli_serve_registers_for_a_work_pool_and_rejects_bad_input(client, monkeypatch, tmp_path):
     from prefect.settings import PREFECT_CLIENT_MAX_RETRIES, temporary_settings
     from typer.testing import CliRunner
 
@@ -148,6 +148,10 @@ def test_cli_serve_registers_for_a_work_pool_and_rejects_bad_input(client, monke
     with temporary_settings(updates={PREFECT_CLIENT_MAX_RETRIES: 0}):  # nothing listens there: fail at once
         result = runner.invoke(app, ["serve", "--cron", CRON, "--flow", "eval", "--api-url", "http://127.0.0.1:9/api"])
     assert result.exit_code == 2 and "no Prefect server answers at http://127.0.0.1:9/api" in result.output
+    with monkeypatch.context() as elsewhere:
+        elsewhere.chdir(tmp_path)  # served runs run in the working directory: it must be a project
+        result = runner.invoke(app, ["serve", "--cron", CRON, "--flow", "eval"])
+    assert result.exit_code == 2 and f"no params.yaml in {tmp_path}" in result.output
 
     result = runner.invoke(
         app,
