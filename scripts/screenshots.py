@@ -1,128 +1,89 @@
-"""Screenshots for the docs: the MLflow comparison of the pipeline's evaluated iterations, and the
-Prefect page of the pipeline deployment, taken with headless Chromium (Debian package `chromium`).
+"""The README's screenshots, taken in headless Chromium (Debian package `chromium`) from the checkout:
+the MLflow runs table, a dialogue trace, the comparison of the pipeline's evaluated iterations, and
+the Prefect page of a run started from the deployment's form.
 
-Run from the checkout after some `sweetflow run`s: `.venv/bin/python scripts/screenshots.py`.
-It starts `sweetflow ui` (both servers on loopback), registers the scheduled pipeline deployment for
-a process work pool, screenshots both pages into docs/, then stops the servers.
+Run from the checkout after `make run`: `.venv/bin/python -m scripts.screenshots [--profile smoke]`.
+It starts `sweetflow ui` and `sweetflow serve` here (ports 4200 and 5000 must be free), runs the
+pipeline deployment from the Prefect UI's Custom run form with the profile given (smoke by default:
+about 6 minutes on 2 cores), screenshots the pages into docs/, then stops both. The trace shown is
+that run's trained actor's evaluation; the comparison is of every evaluation of the newest run of
+the default profile (`make run`'s: zero-shot, SWEET-RL and its baselines).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
-import re
-import signal
-import subprocess
-import sys
-import time
+import os
+import shutil
 import urllib.parse
-import urllib.request
 from pathlib import Path
 
+from flows.processes import end_group
+from scripts.ui_pages import Pages, browser, poll, run_from_form, sweetflow
+
 REPO = Path(__file__).resolve().parents[1]
-BIN = Path(sys.executable).parent
 PREFECT, MLFLOW = "http://127.0.0.1:4200", "http://127.0.0.1:5000"
+DOCS = {  # docs/ file <- the screenshot of ui_pages' step
+    "prefect-flow-run.png": "prefect-flow-run-task",
+    "mlflow-runs.png": "mlflow-runs-table",
+    "mlflow-trace.png": "mlflow-trace-spans",
+    "mlflow-compare.png": "mlflow-compare",
+}
 
 
-def wait_for(url: str, timeout: float = 240.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(url, timeout=5):
-                return
-        except OSError:
-            time.sleep(2)
-    raise SystemExit(f"{url} did not answer within {timeout:.0f} s")
-
-
-def shoot(url: str, out: Path, size: str = "1600,1000") -> None:
-    subprocess.run(
-        [
-            "chromium",
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--hide-scrollbars",
-            "--disable-background-networking",
-            "--disable-component-update",
-            f"--window-size={size}",
-            "--virtual-time-budget=20000",
-            f"--screenshot={out}",
-            url,
-        ],
-        check=True,
-        capture_output=True,
-        timeout=180,
-    )
-    print(f"{out}  <- {url}")
-
-
-def compare_url() -> str:
-    """MLflow's run comparison of the first and last evaluation (each agent's, for CORY) of the newest
-    pipeline run of each algorithm."""
-    import mlflow
-
-    mlflow.set_tracking_uri(f"sqlite:///{REPO / 'mlflow' / 'mlflow.db'}")
-    exp = mlflow.get_experiment_by_name("sweetflow-pipeline")
-    if exp is None:
-        raise SystemExit("no pipeline runs yet: run `sweetflow run` first")
-    parents = mlflow.search_runs(
-        [exp.experiment_id],
-        filter_string="tags.`sweetflow.kind` = 'pipeline'",
-        order_by=["attributes.start_time DESC"],
-        output_format="list",
-    )
-    newest = {}
-    for parent in parents:
-        newest.setdefault(parent.data.tags.get("sweetflow.algo"), parent.info.run_id)
-    ids = []
-    for parent_id in newest.values():
-        evals = mlflow.search_runs(
-            [exp.experiment_id],
-            output_format="list",
-            filter_string=(f"tags.`sweetflow.kind` = 'eval' and tags.mlflow.parentRunId = '{parent_id}'"),
-        )
-        last = max((int(r.data.tags["sweetflow.iteration"]) for r in evals), default=0)
-        ids += [r.info.run_id for r in evals if int(r.data.tags["sweetflow.iteration"]) in (0, last)]
-    query = urllib.parse.urlencode({"runs": json.dumps(ids), "experiments": json.dumps([exp.experiment_id])})
+def compare_url(client, experiment: str) -> str:
+    """MLflow's run comparison of every evaluation (zero-shot, SWEET-RL and the baselines) of the
+    newest pipeline run of the default profile (`make run`'s)."""
+    query = "tags.`sweetflow.kind` = 'pipeline' and tags.`sweetflow.profile` = 'default'"
+    newest = client.search_runs([experiment], filter_string=query, order_by=["attributes.start_time DESC"])
+    if not newest:
+        raise SystemExit("no pipeline run of the default profile: run `make run` first")
+    query = f"tags.`sweetflow.kind` = 'eval' and tags.mlflow.parentRunId = '{newest[0].info.run_id}'"
+    ids = [run.info.run_id for run in client.search_runs([experiment], filter_string=query)]
+    query = urllib.parse.urlencode({"runs": json.dumps(ids), "experiments": json.dumps([experiment])})
     return f"{MLFLOW}/#/compare-runs?{query}"
 
 
-def deployment_url() -> str:
-    out = subprocess.run(
-        [
-            str(BIN / "sweetflow"),
-            "serve",
-            "--cron",
-            "0 2 * * *",
-            "--work-pool",
-            "sweetflow-local",
-            "--api-url",
-            f"{PREFECT}/api",
-        ],
-        cwd=REPO,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    found = re.search(r"http://\S+/deployments/deployment/[0-9a-f-]+", out.stdout)
-    if not found:
-        raise SystemExit(f"no deployment URL in:\n{out.stdout}\n{out.stderr}")
-    return found.group(0)
+def shoot_mlflow(pages: Pages, flow_run_id: str) -> None:
+    """The runs table, the UI-started run's evaluation trace, and the comparison plot."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=MLFLOW)
+    experiment = client.get_experiment_by_name("sweetflow-pipeline").experiment_id
+    (parent,) = client.search_runs([experiment], filter_string=f"tags.`prefect.flow_run_id` = '{flow_run_id}'")
+    pages.mlflow_runs(MLFLOW, experiment, parent.info.run_name, parent.inputs.dataset_inputs[0].dataset.name)
+    query = f"tags.`mlflow.parentRunId` = '{parent.info.run_id}' and tags.`sweetflow.stage` = 'eval_actor'"
+    (evaluation,) = client.search_runs([experiment], filter_string=query)
+    pages.mlflow_trace(MLFLOW, experiment, evaluation.info.run_id, "score", "turn 0")
+    pages.page.set_viewport_size({"width": 1900, "height": 2600})  # down to the metrics table
+    pages.page.goto(compare_url(client, experiment))
+    pages.see("Metrics", "mlflow-compare")
 
 
 def main() -> None:
-    docs = REPO / "docs"
-    ui = subprocess.Popen(
-        [str(BIN / "sweetflow"), "ui"], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", default="smoke", help="profile of the run started from the Prefect form")
+    profile = parser.parse_args().profile
+    shots = REPO / "runs" / "screenshots"
+    shots.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PREFECT_API_URL": f"{PREFECT}/api", "MLFLOW_TRACKING_URI": MLFLOW}
+    started = [sweetflow(["ui"], REPO, env, shots / "ui.log")]
     try:
-        wait_for(f"{PREFECT}/api/health")
-        wait_for(f"{MLFLOW}/health")
-        shoot(compare_url(), docs / "mlflow-compare.png", size="1900,2600")  # down to the metrics table
-        shoot(deployment_url(), docs / "prefect-deployment.png")
+        poll("both servers up", 240, lambda: "Ctrl-C stops both" in (shots / "ui.log").read_text() or None)
+        started.append(sweetflow(["serve", "--cron", "0 2 * * *"], REPO, env, shots / "serve.log"))
+        with browser(shots) as pages:
+            ended = run_from_form(pages, PREFECT, profile, [], timeout_s=3600)
+            if ended["state_type"] != "COMPLETED":
+                raise SystemExit(f"the run ended {ended['state_type']}: see {shots / 'serve.log'}")
+            pages.flow_run(PREFECT, ended["id"], "critic")
+            shoot_mlflow(pages, ended["id"])
     finally:
-        ui.send_signal(signal.SIGINT)
-        ui.wait(timeout=60)
+        for proc in reversed(started):
+            end_group(proc, grace_s=20)
+    for name, shot in DOCS.items():
+        shutil.copy(shots / f"{shot}.png", REPO / "docs" / name)
+        print(f"docs/{name}  <- {shots / shot}.png")
 
 
 if __name__ == "__main__":

@@ -9,15 +9,68 @@ network idleness.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from components.tasks.colbench_frontend.render.browser import find_chromium
 from flows.links import runs_page
 
 ARGS = ("--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage")  # root here; only loopback pages
 WAIT_MS = 60_000  # the longest a page may take to show what it must (2 busy cores, a cold server)
+ENDED = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}  # a flow run's final state types
+
+
+def sweetflow(args: list[str], project: Path, env: dict, log: Path) -> subprocess.Popen:
+    """`sweetflow args` started in `project`, in a session of its own (end it with
+    flows.processes.end_group), its output to `log`."""
+    with open(log, "wb") as out:
+        return subprocess.Popen(
+            [str(Path(sys.executable).parent / "sweetflow"), *args],
+            cwd=project,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def poll(what: str, timeout_s: float, probe: Callable[[], object]):
+    """`probe()` every second until it returns something other than None (returned); AssertionError
+    naming `what` after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if (found := probe()) is not None:
+            return found
+        time.sleep(1)
+    raise AssertionError(f"{what}: not within {timeout_s:.0f} s")
+
+
+def prefect_first(url: str, path: str, body: dict, pick: Callable[[dict], bool] = lambda found: True) -> dict | None:
+    """The first object a Prefect API filter endpoint (`deployments/filter`, ...) returns that `pick`
+    accepts; None when there is none yet."""
+    import httpx
+
+    return next((found for found in httpx.post(f"{url}/api/{path}", json=body, timeout=10).json() if pick(found)), None)
+
+
+def run_from_form(pages: "Pages", prefect_url: str, profile: str, overrides: list[str], timeout_s: float) -> dict:
+    """The (one) served deployment run from its page's Custom run form with `profile` and `overrides`;
+    the new flow run as the API returns it once it has ended (whatever its state)."""
+    import httpx
+
+    deployment = poll("a deployment registered", 120, lambda: prefect_first(prefect_url, "deployments/filter", {}))
+    runs = {"flow_runs": {"deployment_id": {"any_": [deployment["id"]]}}, "sort": "EXPECTED_START_TIME_DESC"}
+    earlier = {run["id"] for run in httpx.post(f"{prefect_url}/api/flow_runs/filter", json=runs, timeout=10).json()}
+    pages.custom_run(prefect_url, deployment["id"], profile, overrides)
+
+    def ended(run: dict) -> bool:
+        return run["id"] not in earlier and run["state_type"] in ENDED
+
+    return poll("the run ended", timeout_s, lambda: prefect_first(prefect_url, "flow_runs/filter", runs, ended))
 
 
 class Pages:
@@ -114,14 +167,24 @@ class Pages:
             close.click()
 
 
+def _log_failed(response, log: Path) -> None:
+    """A request the UIs' pages made that failed (4xx/5xx), with the start of its body, appended to `log`."""
+    if response.status >= 400:
+        with open(log, "a") as out:
+            out.write(f"{response.status} {response.request.method} {response.url}\n  {response.text()[:500]}\n")
+
+
 @contextmanager
 def browser(shots: Path, width: int = 1600, height: int = 1000) -> Iterator[Pages]:
-    """Headless Chromium with one tab, as `Pages` saving screenshots into `shots`."""
+    """Headless Chromium with one tab, as `Pages` saving screenshots into `shots` (and the requests
+    that failed into `shots/http-errors.log`)."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as play:
         chromium = play.chromium.launch(executable_path=find_chromium(), args=list(ARGS), headless=True)
         try:
-            yield Pages(chromium.new_page(viewport={"width": width, "height": height}), shots)
+            page = chromium.new_page(viewport={"width": width, "height": height})
+            page.on("response", lambda response: _log_failed(response, shots / "http-errors.log"))
+            yield Pages(page, shots)
         finally:
             chromium.close()

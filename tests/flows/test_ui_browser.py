@@ -12,9 +12,6 @@ test's tmp folder (`screenshots/`), the page a failed check stopped on included.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -22,11 +19,10 @@ import yaml
 
 from flows.processes import end_group
 from flows.profiles import parse_override, set_path
+from scripts.ui_pages import browser, poll, prefect_first, run_from_form, sweetflow
 from tests.processes import free_port
 
 pytestmark = pytest.mark.slow  # servers, a browser and a served pipeline run: `make test-slow`
-
-SWEETFLOW = Path(sys.executable).parent / "sweetflow"
 
 
 def _profile(project: Path, name: str, overrides: list[str]) -> None:
@@ -39,32 +35,7 @@ def _profile(project: Path, name: str, overrides: list[str]) -> None:
     (project / "params.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
 
 
-def _start(args: list[str], project: Path, env: dict, log: Path) -> subprocess.Popen:
-    with open(log, "wb") as out:
-        return subprocess.Popen(
-            [str(SWEETFLOW), *args], cwd=project, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-        )
-
-
-def _poll(what: str, timeout_s: float, probe):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if (found := probe()) is not None:
-            return found
-        time.sleep(1)
-    raise AssertionError(f"{what}: not within {timeout_s:.0f} s")
-
-
-def _first(url: str, path: str, body: dict, pick=lambda found: True) -> dict | None:
-    """The first object a Prefect API filter endpoint returns that `pick` accepts (None: none yet)."""
-    import httpx
-
-    return next((found for found in httpx.post(f"{url}/api/{path}", json=body, timeout=10).json() if pick(found)), None)
-
-
 def test_a_run_started_from_the_prefect_form_completes_and_reads_in_mlflow(overrides, project_dir, tmp_path):
-    from scripts.ui_pages import browser
-
     _profile(project_dir, "browser", overrides)
     prefect_url, mlflow_url = (f"http://127.0.0.1:{free_port()}" for _ in range(2))
     env = {
@@ -77,23 +48,18 @@ def test_a_run_started_from_the_prefect_form_completes_and_reads_in_mlflow(overr
     logs = tmp_path / "logs"
     logs.mkdir()
     ports = ["--prefect-port", prefect_url.rsplit(":", 1)[1], "--mlflow-port", mlflow_url.rsplit(":", 1)[1]]
-    started = [_start(["ui", *ports], project_dir, env, logs / "ui.log")]
+    started = [sweetflow(["ui", *ports], project_dir, env, logs / "ui.log")]
     try:
-        _poll("both servers up", 240, lambda: "Ctrl-C stops both" in (logs / "ui.log").read_text() or None)
-        started.append(_start(["serve", "--cron", "0 0 1 1 *"], project_dir, env, logs / "serve.log"))
-        deployment = _poll("the deployment registered", 120, lambda: _first(prefect_url, "deployments/filter", {}))
-        runs = {"flow_runs": {"deployment_id": {"any_": [deployment["id"]]}}}
+        poll("both servers up", 240, lambda: "Ctrl-C stops both" in (logs / "ui.log").read_text() or None)
+        started.append(sweetflow(["serve", "--cron", "0 0 1 1 *"], project_dir, env, logs / "serve.log"))
         with browser(tmp_path / "screenshots") as pages:
-            pages.custom_run(prefect_url, deployment["id"], "browser", ["eval.sample_dialogues=2"])
-            submitted = _poll("the run submitted", 30, lambda: _first(prefect_url, "flow_runs/filter", runs))
-            assert submitted["parameters"]["params"]["profile"] == "browser"
-            assert submitted["parameters"]["params"]["overrides"] == ["eval.sample_dialogues=2"]
-            final = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
-            ended = _poll("the run ended", 600, lambda: _first(prefect_url, "flow_runs/filter", runs, _ended(final)))
+            ended = run_from_form(pages, prefect_url, "browser", ["eval.sample_dialogues=2"], timeout_s=600)
+            assert ended["parameters"]["params"]["profile"] == "browser"
+            assert ended["parameters"]["params"]["overrides"] == ["eval.sample_dialogues=2"]
             assert ended["state_type"] == "COMPLETED", (logs / "serve.log").read_text()[-3000:]
             pages.flow_run(prefect_url, ended["id"], "critic")
             on_run = {"artifacts": {"flow_run_id": {"any_": [ended["id"]]}}}
-            link = _first(prefect_url, "artifacts/filter", on_run, lambda found: found["key"] == "mlflow-run")
+            link = prefect_first(prefect_url, "artifacts/filter", on_run, lambda found: found["key"] == "mlflow-run")
             assert f"({mlflow_url}/#/experiments/" in link["data"]  # a markdown link to the parent run
             _check_mlflow(pages, mlflow_url, prefect_url, ended["id"])
     finally:
@@ -101,22 +67,17 @@ def test_a_run_started_from_the_prefect_form_completes_and_reads_in_mlflow(overr
             end_group(proc, grace_s=20)
 
 
-def _ended(states: set[str]):
-    return lambda flow_run: flow_run["state_type"] in states
-
-
 def _check_mlflow(pages, mlflow_url: str, prefect_url: str, flow_run_id: str) -> None:
     """The pipeline's parent run (found by its Prefect flow-run tag) in the runs table with its dataset,
     its results table, and the dialogue trace of its trained actor's evaluation."""
-    import mlflow
+    from mlflow import MlflowClient
 
-    mlflow.set_tracking_uri(mlflow_url)
-    experiment = mlflow.get_experiment_by_name("sweetflow-pipeline").experiment_id
-    query = f"tags.`prefect.flow_run_id` = '{flow_run_id}'"
-    (parent,) = mlflow.search_runs([experiment], filter_string=query, output_format="list")
+    client = MlflowClient(tracking_uri=mlflow_url)  # not the process-wide URI: later tests keep theirs
+    experiment = client.get_experiment_by_name("sweetflow-pipeline").experiment_id
+    (parent,) = client.search_runs([experiment], filter_string=f"tags.`prefect.flow_run_id` = '{flow_run_id}'")
     assert parent.data.tags["prefect.flow_run_url"] == f"{prefect_url}/flow-runs/flow-run/{flow_run_id}"
     pages.mlflow_runs(mlflow_url, experiment, parent.info.run_name, parent.inputs.dataset_inputs[0].dataset.name)
     pages.mlflow_artifact(mlflow_url, experiment, parent.info.run_id, "results.md", "Critic quality")
     query = f"tags.`mlflow.parentRunId` = '{parent.info.run_id}' and tags.`sweetflow.stage` = 'eval_actor'"
-    (evaluation,) = mlflow.search_runs([experiment], filter_string=query, output_format="list")
+    (evaluation,) = client.search_runs([experiment], filter_string=query)
     pages.mlflow_trace(mlflow_url, experiment, evaluation.info.run_id, "score", "turn 0")
