@@ -56,9 +56,10 @@ def shoot_mlflow(pages: Pages, flow_run_id: str) -> None:
     query = f"tags.`mlflow.parentRunId` = '{parent.info.run_id}' and tags.`sweetflow.stage` = 'eval_actor'"
     (evaluation,) = client.search_runs([experiment], filter_string=query)
     pages.mlflow_trace(MLFLOW, experiment, evaluation.info.run_id, "score", "turn 0")
-    pages.page.set_viewport_size({"width": 1900, "height": 2600})  # down to the metrics table
+    pages.page.set_viewport_size({"width": 1900, "height": 2900})  # down to the metrics table
     pages.page.goto(compare_url(client, experiment))
-    pages.see("Metrics", "mlflow-compare")
+    pages.close_assistant()
+    pages.see("mean_score", "mlflow-compare", exact=True)
 
 
 def main() -> None:

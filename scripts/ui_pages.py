@@ -127,7 +127,7 @@ class Pages:
     def mlflow_runs(self, mlflow_url: str, experiment_id: str, run_name: str, dataset: str) -> None:
         """The experiment's runs table (the view sweetflow's links open), the run listed with its dataset."""
         self.page.goto(runs_page(mlflow_url, experiment_id))
-        self._close_assistant()
+        self.close_assistant()
         self.see(run_name[:20], "mlflow-runs-table")
         self.see(dataset, "mlflow-runs-dataset")
 
@@ -136,7 +136,7 @@ class Pages:
         base = runs_page(mlflow_url, experiment_id, run_id)
         page, query = base.split("?")
         self.page.goto(f"{page}/artifacts/{path}?{query}")
-        self._close_assistant()
+        self.close_assistant()
         self.see(text, f"mlflow-artifact-{Path(path).stem}")
 
     def mlflow_trace(self, mlflow_url: str, experiment_id: str, run_id: str, feedback: str, span: str) -> None:
@@ -146,7 +146,7 @@ class Pages:
         base = runs_page(mlflow_url, experiment_id, run_id)
         page, query = base.split("?")
         self.page.goto(f"{page}/traces?{query}")
-        self._close_assistant()
+        self.close_assistant()
         self.see("Request", "mlflow-traces", exact=True)
         first = self.page.locator("[role=row]", has=self.page.locator("[role=cell]")).first
         first.locator("[role=cell]").nth(2).locator("a").first.click()
@@ -155,7 +155,7 @@ class Pages:
         self.page.get_by_role("button", name="View full trace").first.click(force=True)
         self.see(span, "mlflow-trace-spans", exact=True)
 
-    def _close_assistant(self) -> None:
+    def close_assistant(self) -> None:
         """Close MLflow 3's assistant side panel (open by default, a third of the page) when it shows."""
         panel = self.page.get_by_text("MLflow Assistant").first
         try:
