@@ -54,8 +54,8 @@ from components.engines.base import SamplingConfig
 from components.engines.factory import make_engine
 from components.episodes.async_driver import AsyncEpisodeDriver
 from components.episodes.driver import EpisodeConfig, EpisodeDriver, EpisodeJob, derive_seed
-from components.episodes.simulators import RetrievalSimulator
-from components.tasks.colbench_backend import ColbenchBackend
+from components.tasks.colbench_backend.simulator import RetrievalSimulator
+from components.tasks.colbench_backend.task import ColbenchBackend
 
 MODEL = "models/smollm2-135m-instruct"
 

@@ -31,8 +31,8 @@ import time
 from pathlib import Path
 
 from components.data.tasks import BackendTask, load_backend_tasks
-from components.scoring.backend import calls_of, score_answers
 from components.scoring.sandbox import SandboxPool, server_kind
+from components.tasks.colbench_backend.scoring import calls_of, score_answers
 
 REPO = Path(__file__).resolve().parents[1]
 

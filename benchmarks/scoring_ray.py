@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from components.data.tasks import load_backend_tasks
-from components.scoring.backend import score_answers
+from components.tasks.colbench_backend.scoring import score_answers
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -397,7 +397,7 @@ def score(
 ) -> None:
     """Score answers in the sandbox; the last stdout line is {"n", "tests_passed", "success_rate"}."""
     from components.data.records import RecordError
-    from components.scoring.backend import score_files
+    from components.tasks.colbench_backend.scoring import score_files
 
     for path in (tasks, answers):
         if not path.exists():

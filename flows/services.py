@@ -226,7 +226,10 @@ def ui_services(
         ui_path="/",
         cmd=[sys.executable, "-m", "prefect", "server", "start", "--host", host, "--port", str(prefect_port)],
         # the UI's pages call this API: without it they call PREFECT_API_URL's or port 4200's
-        env={"PREFECT_SERVER_ANALYTICS_ENABLED": "false", "PREFECT_SERVER_UI_API_URL": f"http://{host}:{prefect_port}/api"},
+        env={
+            "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+            "PREFECT_SERVER_UI_API_URL": f"http://{host}:{prefect_port}/api",
+        },
         cwd=repo,
     )
     mlflow = Service(

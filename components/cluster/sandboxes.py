@@ -1,6 +1,6 @@
 """Scoring fork-servers as Ray actors: one `SandboxPool` (components/scoring/sandbox.py) on every
 alive node of the Ray cluster, pinned there, behind the pool's own interface (`run`, `workers`,
-`limits`, `missing`), so `score_answers` (components/scoring/backend.py) scores the same way on
+`limits`, `missing`), so `score_answers` (components/tasks/colbench_backend/scoring.py) scores the same way on
 one machine and on a cluster.
 
 Reads and writes nothing itself. Untrusted code still runs only in the nodes' fork-server children,

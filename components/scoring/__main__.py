@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from components.scoring.backend import DEFAULT_CACHE_DIR, score_files
+from components.tasks.colbench_backend.scoring import DEFAULT_CACHE_DIR, score_files
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -15,7 +15,7 @@ from components.config.schema import named
 from components.tasks.base import Task
 
 TASKS: dict[str, str] = {  # name -> "module:class"
-    "colbench-backend": "components.tasks.colbench_backend:ColbenchBackend",
+    "colbench-backend": "components.tasks.colbench_backend.task:ColbenchBackend",
     "colbench-frontend": "components.tasks.colbench_frontend.task:ColbenchFrontend",
     "elicitation": "components.tasks.elicitation.task:ElicitationTask",
 }

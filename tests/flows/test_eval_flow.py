@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from components.data.records import Trajectory, read_jsonl
-from components.tasks.colbench_backend import ColbenchBackend
+from components.tasks.colbench_backend.task import ColbenchBackend
 from tests.conftest import DEFAULT_MODEL_DIR as MODEL
 from tests.conftest import TASKS_FILE as TASKS
 

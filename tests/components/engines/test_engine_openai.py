@@ -14,7 +14,7 @@ from components.engines.base import Engine, SamplingConfig
 from components.engines.factory import make_engine
 from components.engines.openai_engine import EndpointError, OpenAIEngine
 from components.episodes import build
-from components.tasks.colbench_backend import ColbenchBackend
+from components.tasks.colbench_backend.task import ColbenchBackend
 from tests.openai_server import DELAY_S, FakeServer, start_server, stop_server
 
 

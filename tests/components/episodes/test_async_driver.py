@@ -19,9 +19,10 @@ from components.engines.base import StreamingEngine
 from components.episodes import build, play
 from components.episodes.async_driver import AsyncEpisodeDriver
 from components.episodes.driver import EpisodeConfig, EpisodeDriver, EpisodeJob
-from components.episodes.simulators import LLMSimulator, RetrievalSimulator
+from components.episodes.simulators import LLMSimulator
 from components.tasks.base import ANSWER_MARKER
-from components.tasks.colbench_backend import ColbenchBackend
+from components.tasks.colbench_backend.simulator import RetrievalSimulator
+from components.tasks.colbench_backend.task import ColbenchBackend
 from tests.factories import make_task
 from tests.scripted_engine import ScriptedEngine
 

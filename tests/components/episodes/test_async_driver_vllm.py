@@ -23,8 +23,9 @@ import pytest
 from components.config.sections import DataConfig
 from components.episodes.async_driver import AsyncEpisodeDriver
 from components.episodes.driver import EpisodeConfig, EpisodeDriver, EpisodeJob
-from components.episodes.simulators import LLMSimulator, RetrievalSimulator
-from components.tasks.colbench_backend import ColbenchBackend
+from components.episodes.simulators import LLMSimulator
+from components.tasks.colbench_backend.simulator import RetrievalSimulator
+from components.tasks.colbench_backend.task import ColbenchBackend
 from tests.factories import make_task
 
 pytestmark = pytest.mark.integration

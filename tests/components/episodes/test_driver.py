@@ -2,9 +2,9 @@
 
 from components.config.sections import DataConfig
 from components.episodes.driver import EpisodeConfig, EpisodeDriver, EpisodeJob
-from components.episodes.simulators import RetrievalSimulator
 from components.tasks.base import ANSWER_MARKER
-from components.tasks.colbench_backend import ColbenchBackend
+from components.tasks.colbench_backend.simulator import RetrievalSimulator
+from components.tasks.colbench_backend.task import ColbenchBackend
 from components.tasks.elicitation.task import ElicitationTask, RulesSimulator
 from tests.factories import make_meeting, make_task
 

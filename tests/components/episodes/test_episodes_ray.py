@@ -23,7 +23,7 @@ from components.cluster.episodes import check_alive
 from components.config.sections import DataConfig, EpisodeSection, RolloutsConfig
 from components.data.records import Trajectory, read_jsonl
 from components.episodes.play import pending_jobs, run_episodes, select_tasks
-from components.tasks.colbench_backend import ColbenchBackend
+from components.tasks.colbench_backend.task import ColbenchBackend
 from tests.conftest import TASKS_FILE
 
 pytestmark = pytest.mark.integration

@@ -4,7 +4,7 @@ import json
 
 from components.config.sections import DataConfig, EpisodeSection, EvalConfig
 from components.episodes.play import episode_fingerprint, pending_jobs, reset_if_config_changed
-from components.tasks.colbench_backend import ColbenchBackend
+from components.tasks.colbench_backend.task import ColbenchBackend
 from tests.factories import make_task, make_trajectory
 
 

@@ -1,11 +1,11 @@
 """The ColBench backend episode protocol: answer parsing (components/tasks/base.py), the reply cut
-(components/episodes/simulators.py) and the task's prompts (components/tasks/colbench_backend.py)."""
+(components/episodes/simulators.py) and the task's prompts (components/tasks/colbench_backend/task.py)."""
 
 from components.config.sections import DataConfig, SimulatorPrompt
 from components.data.tasks import BackendTask
 from components.episodes.simulators import cut_reply
 from components.tasks.base import ANSWER_MARKER, parse_marked
-from components.tasks.colbench_backend import ColbenchBackend, chat_for_simulator
+from components.tasks.colbench_backend.task import ColbenchBackend, chat_for_simulator
 
 TASK = ColbenchBackend({"data": DataConfig()})
 parse_action = TASK.parse_action

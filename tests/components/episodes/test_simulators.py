@@ -2,16 +2,9 @@ import pytest
 
 from components.config.sections import DataConfig
 from components.engines.base import Generation
-from components.episodes.simulators import (
-    DONT_KNOW,
-    LLMSimulator,
-    RetrievalSimulator,
-    SimRequest,
-    SimulatorKind,
-    make_simulator,
-    words,
-)
-from components.tasks.colbench_backend import ColbenchBackend
+from components.episodes.simulators import DONT_KNOW, LLMSimulator, SimRequest, SimulatorKind, make_simulator
+from components.tasks.colbench_backend.simulator import RetrievalSimulator, words
+from components.tasks.colbench_backend.task import ColbenchBackend
 from components.tasks.elicitation.task import ElicitationTask, RulesSimulator
 from tests.factories import make_meeting, make_task
 

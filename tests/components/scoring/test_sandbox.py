@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from components.data.tasks import BackendTask
-from components.scoring.backend import score_answers
 from components.scoring.jail import seccomp_program
 from components.scoring.sandbox import Limits, SandboxPool
+from components.tasks.colbench_backend.scoring import score_answers
 from tests.conftest import REPO
 
 ROOT = os.geteuid() == 0

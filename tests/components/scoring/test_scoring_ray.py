@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from components.data.tasks import load_backend_tasks
-from components.scoring.backend import score_answers
+from components.tasks.colbench_backend.scoring import score_answers
 from tests.conftest import TASKS_FILE
 
 pytestmark = pytest.mark.integration

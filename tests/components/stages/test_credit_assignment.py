@@ -24,7 +24,7 @@ from components.stages import actor as actor_train
 from components.stages import critic as critic_train
 from components.stages import pairs, ranking
 from components.stages.actor import ActorInputs
-from components.tasks.colbench_backend import ColbenchBackend
+from components.tasks.colbench_backend.task import ColbenchBackend
 from components.training.models import load_frozen
 from tests import synthetic_dialogues as world
 from tests.synthetic_dialogues import DISTRACTORS

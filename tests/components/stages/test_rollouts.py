@@ -22,7 +22,7 @@ from components.data.split import Split
 from components.episodes import play as evaluate
 from components.episodes.driver import DriverStats
 from components.stages import rollouts
-from components.tasks.colbench_backend import ColbenchBackend
+from components.tasks.colbench_backend.task import ColbenchBackend
 from flows.cli import app
 from tests.factories import make_task, make_trajectory
 

@@ -20,9 +20,9 @@ from components.config.sections import DataConfig
 from components.data.records import RecordError, read_jsonl, write_jsonl
 from components.data.split import Split
 from components.episodes.simulators import SimRequest, make_simulator
-from components.scoring import backend
 from components.tasks import registry
 from components.tasks.base import ANSWER_MARKER, Task
+from components.tasks.colbench_backend import scoring as backend
 from components.tasks.colbench_frontend.config import FrontendConfig
 from components.tasks.elicitation import generate as elicitation_generate
 from components.tasks.elicitation.config import ElicitationConfig

@@ -17,7 +17,7 @@ import time
 import pytest
 
 from components.data.tasks import load_backend_tasks
-from components.scoring.backend import score_answers
+from components.tasks.colbench_backend.scoring import score_answers
 from tests.conftest import REPO
 
 DATA = REPO / "data" / "colbench" / "backend_test.jsonl"

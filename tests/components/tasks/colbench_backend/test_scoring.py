@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from components.data.tasks import BackendTask
-from components.scoring import backend
-from components.scoring.backend import ScoreResult, score_answers, score_files
 from components.scoring.rules import BANNED, prepare_answer, strip_fences, strip_marker
 from components.scoring.sandbox import SandboxPool
 from components.scoring.wire import Unserialisable, from_wire, outputs_equal, to_wire
+from components.tasks.colbench_backend import scoring as backend
+from components.tasks.colbench_backend.scoring import ScoreResult, score_answers, score_files
 from tests.conftest import REPO
 
 REF = "def f(x):\n    if x < 0:\n        return None\n    if x == 99:\n        raise ValueError(x)\n    return x * 2\n"

@@ -89,7 +89,7 @@ class ColbenchBackend(Task):
         return chat_for_simulator(system, dialogue)
 
     def offline_simulator(self, kind: str, max_chars: int):
-        from components.episodes.simulators import RetrievalSimulator
+        from components.tasks.colbench_backend.simulator import RetrievalSimulator
 
         if kind != "retrieval":
             raise ValueError(f"task {self.name} has no offline simulator '{kind}' (it has: retrieval)")
@@ -100,7 +100,7 @@ class ColbenchBackend(Task):
         `cluster` section of the stage's params file: components/cluster/connect.py)."""
         from components.cluster.connect import join
         from components.config.cluster import cluster_section
-        from components.scoring.backend import score_answers  # the sandbox: only stages that score load it
+        from components.tasks.colbench_backend.scoring import score_answers  # the sandbox: for scoring stages only
 
         if join(cluster_section()):
             from components.cluster.sandboxes import RaySandboxes
