@@ -5,7 +5,7 @@ the task's, episode and eval sections with the flow parameters applied) are writ
 `<out_dir>/params.yaml` beside a generated `<out_dir>/dvc.yaml` holding the catalogue's evaluation
 stage (after the task's generator stage when its records are generated); the stage runs as
 `dvc repro` in its own process (vLLM's memory is returned when it ends; an unchanged re-run is
-skipped), and the one tracker (flows/tracking.py) logs params, metrics, outputs and sample
+skipped), and the one tracker (flows/tracking/tracker.py) logs params, metrics, outputs and sample
 dialogues. Runs on Prefect's ephemeral API: no server needed.
 
 The parameters are params.yaml's base sections, then a profile's overlay (`profile`, as
@@ -29,12 +29,12 @@ from pydantic import Field
 
 from components.config.sections import PARAMS_ENV, ConfigError, EvalConfig
 from components.tracking import store as tracking
-from flows import profiles
-from flows.cluster import cluster_config, moved_to_cluster, run_step
-from flows.options import EPISODE_FIELDS, flow_params, task_field
-from flows.plan import ZERO_SHOT
-from flows.stage_tasks import EPISODE_RETRY, gate, run_tracked, track
-from flows.steps import (
+from flows.planning import profiles
+from flows.planning.options import EPISODE_FIELDS, flow_params, task_field
+from flows.planning.plan import ZERO_SHOT
+from flows.runtime.cluster import cluster_config, moved_to_cluster, run_step
+from flows.runtime.stage_tasks import EPISODE_RETRY, gate, run_tracked, track
+from flows.runtime.steps import (
     StepFailed,
     check_step_folder,
     format_table,
@@ -143,9 +143,9 @@ def best_of_step(doc: dict, best_of: int, critic: str | None) -> Path:
 
 def _run_module(module: str, args: list[str], folder: Path, label: str) -> None:
     """`python -m module args` on folder/params.yaml in its own process group, logged to
-    folder/logs/<label>.log (flows/console.py); StepFailed when it fails."""
-    from flows.console import echo, run_logged
-    from flows.supervise import mark_step
+    folder/logs/<label>.log (flows/runtime/console.py); StepFailed when it fails."""
+    from flows.runtime.console import echo, run_logged
+    from flows.runtime.supervise import mark_step
 
     log_path = folder / "logs" / f"{label}.log"
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"

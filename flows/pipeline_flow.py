@@ -2,7 +2,7 @@
 (collaborative tasks: sweet, mtdpo, rft), or data pull -> model -> [records] -> cory (single-turn tasks:
 cory, ppo; the stage iterates).
 
-Wiring only. Each step is a stage of a generated, per-iteration dvc.yaml (flows.plan)
+Wiring only. Each step is a stage of a generated, per-iteration dvc.yaml (flows.planning.plan)
 run as `dvc repro --single-item` in its own process group, so GPU and vLLM memory is returned
 between steps and DVC skips a step whose deps, params and outs are unchanged: a second identical
 run only checks hashes. Iteration 0 evaluates the base model; iteration k collects rollouts with
@@ -38,12 +38,8 @@ from components.tracking import store as tracking
 from components.tracking.compare import DEFAULT_EXPERIMENT, eval_runs, plot
 from components.tracking.critic_report import critic_quality_table
 from components.tracking.frontier import frontier_plot
-from flows import inputs
-from flows.baselines import BASELINES
-from flows.cluster import cluster_config, moved_to_cluster
-from flows.cory_tracking import summary_entries
-from flows.links import link_mlflow_run, prefect_tags
-from flows.plan import (
+from flows.planning.baselines import BASELINES
+from flows.planning.plan import (
     CORY,
     QUALITY,
     ROLLOUTS,
@@ -56,8 +52,12 @@ from flows.plan import (
     write_baseline,
     write_iteration,
 )
-from flows.stage_tasks import gate, place, run_tracked
-from flows.steps import check_inside_project, format_table
+from flows.runtime import inputs
+from flows.runtime.cluster import cluster_config, moved_to_cluster
+from flows.runtime.stage_tasks import gate, place, run_tracked
+from flows.runtime.steps import check_inside_project, format_table
+from flows.tracking.cory import summary_entries
+from flows.tracking.links import link_mlflow_run, prefect_tags
 
 
 @dataclass
@@ -111,7 +111,7 @@ def run_iteration(plan: RunPlan, k: int, start: str, parent: str, experiment: st
 
 
 def run_baseline(plan: RunPlan, name: str, start: str, parent: str, experiment: str) -> Iteration:
-    """The baseline `name` (flows/baselines.py) trained on iteration 1's rollouts (iter-1/<name>/)
+    """The baseline `name` (flows/planning/baselines.py) trained on iteration 1's rollouts (iter-1/<name>/)
     and evaluated; its MLflow runs are tagged with `name` as their algo."""
     algo = Algo(BASELINES[name].algo)
     it = Iteration(1, str(TrainLayout(plan.iteration_dir(1) / name).actor_model))

@@ -5,7 +5,7 @@ the task's, episode and rollouts sections with the flow parameters applied) go t
 `<out_dir>/params.yaml` beside a generated `<out_dir>/dvc.yaml` holding the catalogue's rollouts
 stage (after the task's generator stage when its records are generated), run as `dvc repro`
 in its own process (vLLM's memory is returned when it ends; an unchanged re-run is skipped) and
-logged by the one tracker (flows/tracking.py). Runs on Prefect's ephemeral API: no server needed.
+logged by the one tracker (flows/tracking/tracker.py). Runs on Prefect's ephemeral API: no server needed.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from prefect import flow, get_run_logger
 
 from components.config.sections import EpisodeSection, RolloutsConfig, check_rollouts
 from components.tracking import store as tracking
-from flows.cluster import cluster_config, moved_to_cluster
-from flows.options import EPISODE_FIELDS, cluster_field, flow_params, task_field
-from flows.plan import ROLLOUTS
-from flows.stage_tasks import run_tracked
-from flows.steps import (
+from flows.planning.options import EPISODE_FIELDS, cluster_field, flow_params, task_field
+from flows.planning.plan import ROLLOUTS
+from flows.runtime.cluster import cluster_config, moved_to_cluster
+from flows.runtime.stage_tasks import run_tracked
+from flows.runtime.steps import (
     check_step_folder,
     cluster_settings,
     format_table,

@@ -9,7 +9,7 @@ returned between steps; unchanged steps are skipped):
   mtdpo: trajectory pairs -> actor (DPO on trajectory pairs)
   rft:   actor (SFT on successful trajectories)
 
-MLflow: one parent run per flow run, a nested run per step from the one tracker (flows/tracking.py):
+MLflow: one parent run per flow run, a nested run per step from the one tracker (flows/tracking/tracker.py):
 the step's sections as params, its metrics, and for training steps every optimizer step's numbers
 (loss, rewards, accuracy, margin, lr, tokens/s) as curves. Runs on Prefect's ephemeral API.
 """
@@ -25,11 +25,11 @@ from pydantic import Field
 from components.config.training import ActorConfig, Algo, Family, TrainConfig, TrainLayout, of_family
 from components.stages.catalogue import STAGES, training_stages
 from components.tracking import store as tracking
-from flows.cluster import cluster_config, moved_to_cluster
-from flows.options import cluster_field, flow_params, task_field
-from flows.plan import write_stages
-from flows.stage_tasks import run_tracked
-from flows.steps import check_step_folder, cluster_settings, format_table, stages_doc, task_name
+from flows.planning.options import cluster_field, flow_params, task_field
+from flows.planning.plan import write_stages
+from flows.runtime.cluster import cluster_config, moved_to_cluster
+from flows.runtime.stage_tasks import run_tracked
+from flows.runtime.steps import check_step_folder, cluster_settings, format_table, stages_doc, task_name
 
 TRAIN_FIELDS = ("trajectories", "model", "out_dir")
 TrainParams = flow_params(

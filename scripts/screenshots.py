@@ -19,7 +19,7 @@ import shutil
 import urllib.parse
 from pathlib import Path
 
-from flows.processes import end_group
+from flows.runtime.processes import end_group
 from scripts.ui_pages import Pages, browser, poll, run_from_form, sweetflow
 
 REPO = Path(__file__).resolve().parents[1]

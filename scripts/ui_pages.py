@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from components.tasks.colbench_frontend.render.browser import find_chromium
-from flows.links import runs_page
+from flows.tracking.links import runs_page
 
 ARGS = ("--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage")  # root here; only loopback pages
 WAIT_MS = 60_000  # the longest a page may take to show what it must (2 busy cores, a cold server)
@@ -26,7 +26,7 @@ ENDED = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}  # a flow run's final st
 
 def sweetflow(args: list[str], project: Path, env: dict, log: Path) -> subprocess.Popen:
     """`sweetflow args` started in `project`, in a session of its own (end it with
-    flows.processes.end_group), its output to `log`."""
+    flows.runtime.processes.end_group), its output to `log`."""
     with open(log, "wb") as out:
         return subprocess.Popen(
             [str(Path(sys.executable).parent / "sweetflow"), *args],

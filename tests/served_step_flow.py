@@ -1,13 +1,13 @@
 """A flow served by a Prefect runner whose one task runs a step the way every sweetflow stage runs
-(flows.console.run_logged: its own process group, here a process and a grandchild that ignores
-SIGTERM, as a vLLM engine core may); tests/flows/test_cancel_served.py cancels it."""
+(flows.runtime.console.run_logged: its own process group, here a process and a grandchild that ignores
+SIGTERM, as a vLLM engine core may); tests/flows/runtime/test_cancel_served.py cancels it."""
 
 import sys
 from pathlib import Path
 
 from prefect import flow, task
 
-from flows.console import run_logged
+from flows.runtime.console import run_logged
 
 IGNORES_SIGTERM = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"
 STEP = (

@@ -1,7 +1,7 @@
 """A stage process joins the Ray cluster its run is placed on (params.yaml `cluster.backend: ray`).
 
 Reads the `cluster` section of the stage's params file and $RAY_ADDRESS, which the flow gives every
-step it places on Ray (flows/cluster.py). Writes nothing. A stage run by hand (`dvc repro`, or
+step it places on Ray (flows/runtime/cluster.py). Writes nothing. A stage run by hand (`dvc repro`, or
 `python -m components.stages...`) with `backend: ray` and no $RAY_ADDRESS joins `cluster.address`,
 else starts a local Ray instance of its own for the step.
 """

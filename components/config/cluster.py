@@ -2,7 +2,7 @@
 Ray cluster (`ray`), and how many engines and training processes each step uses.
 
 Reads and writes nothing. Defaults equal params.yaml's `cluster` section. The flows read `backend`,
-`address`, `local_cpus` and `resources` to pick Prefect's task runner (flows/cluster.py); the
+`address`, `local_cpus` and `resources` to pick Prefect's task runner (flows/runtime/cluster.py); the
 episode stages read `rollout_engines` and `tensor_parallel`, the training stages `train_processes`
 and `train_strategy`.
 

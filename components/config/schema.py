@@ -2,7 +2,7 @@
 
 A section's model is imported when the section is asked for, so a stage that reads a few sections
 imports (and depends on) their config modules only: the generated dvc.yaml adds `section_module`
-of each section a stage reads to its code deps (flows/plan.py `dvc_stage`).
+of each section a stage reads to its code deps (flows/planning/plan.py `dvc_stage`).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from components.data.split import Split
 
 C = TypeVar("C", bound=BaseModel)
 PARAMS = Path("params.yaml")
-PARAMS_ENV = "SWEETFLOW_PARAMS"  # names another params file: a pipeline iteration's (flows.plan)
+PARAMS_ENV = "SWEETFLOW_PARAMS"  # names another params file: a pipeline iteration's (flows.planning.plan)
 
 
 def params_file() -> Path:

@@ -4,7 +4,7 @@ A `Stage` says which module runs it (`python -m <module> <args>`), which params.
 reads, which data and model files it reads (`inputs`, `${section.key}` templates), what it writes
 (`outs`, `metrics`, `curves`, `artifacts`, `dialogues`), how MLflow should see it (`kind`) and
 which algorithms use it. Everything else reads this table: the root dvc.yaml is generated from it
-(`python -m flows.plan`, checked by tests/flows/test_catalogue.py), the pipeline's per-iteration
+(`python -m flows.planning.plan`, checked by tests/flows/planning/test_catalogue.py), the pipeline's per-iteration
 dvc.yaml files, the flows' step order, the MLflow trackers and each stage module's command line.
 
 The catalogue knows no task: a stage that plays one reads TASK among its sections and TASKS among
@@ -422,7 +422,7 @@ def _imported(path: Path) -> set[Path]:
 def code_deps(module: str) -> tuple[str, ...]:
     """Every project file `module` imports, transitively, itself included (paths relative to CODE_ROOT),
     with the __init__.py of each package on the way that holds code. A module that a registry
-    imports by name (a task, a params section's config) is not among them: flows/plan.py adds the
+    imports by name (a task, a params section's config) is not among them: flows/planning/plan.py adds the
     ones a run's stage plays and reads."""
     start = _module_file(module)
     if start is None:

@@ -1,6 +1,6 @@
 """One MLflow run of a step, nested under its pipeline's run: its params, metrics, files, metric
-curves, sample dialogues (markdown and traces) and data inputs. flows/tracking.py and
-flows/cory_tracking.py log every step through it."""
+curves, sample dialogues (markdown and traces) and data inputs. flows/tracking/tracker.py and
+flows/tracking/cory.py log every step through it."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from components.stages.catalogue import CODE_ROOT, STAGES
-from flows.plan import dvc_stage, interpolate
+from flows.planning.plan import dvc_stage, interpolate
 from tests.conftest import git_dvc_init
 
 pytestmark = pytest.mark.integration

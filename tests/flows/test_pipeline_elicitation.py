@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from flows.plan import CODE_ROOT
+from flows.planning.plan import CODE_ROOT
 from tests.conftest import git_dvc_init
 from tests.pipeline_helpers import SWEET_STAGES
 

@@ -136,7 +136,7 @@ def test_a_pipeline_killed_in_training_resumes_from_its_checkpoint(overrides, pr
         "smoke",
         *[arg for o in slow for arg in ("-S", o)],
     ]
-    # its own session and group, signalled as a whole as a terminal's Ctrl-C does (flows/supervise.py)
+    # its own session and group, signalled as a whole as a terminal's Ctrl-C does (flows/runtime/supervise.py)
     proc = subprocess.Popen(
         cmd, cwd=project_dir, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True
     )

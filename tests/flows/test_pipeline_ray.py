@@ -1,5 +1,5 @@
 """The smoke pipeline with `cluster.backend: ray` on a local Ray cluster of 2 CPUs (prefect-ray's
-RayTaskRunner; flows/cluster.py), tracked to a local MLflow tracking server, ends with the same
+RayTaskRunner; flows/runtime/cluster.py), tracked to a local MLflow tracking server, ends with the same
 metrics, step by step, as the local backend tracking to the project's store.
 
 The Ray run starts the way a served deployment does: the flow loaded by its module path and called
@@ -60,7 +60,7 @@ def step_metrics(run_dir: Path) -> dict[str, dict]:
 @pytest.fixture
 def tracking_server(project_dir, monkeypatch):
     """A local MLflow tracking server over a store of its own, as MLFLOW_TRACKING_URI."""
-    from flows.services import start_services, ui_services
+    from flows.runtime.services import start_services, ui_services
 
     _, mlflow = ui_services(project_dir / "server", mlflow_port=free_port())
     with start_services([mlflow], project_dir / "server" / "logs"):
@@ -73,7 +73,7 @@ def test_the_smoke_pipeline_on_a_local_ray_cluster_ends_with_the_local_metrics(o
     import ray
 
     from flows.pipeline_flow import PipelineParams, pipeline_flow
-    from flows.serve import load_flow
+    from flows.runtime.serve import load_flow
 
     on_ray = [*overrides, "cluster.backend=ray", "cluster.local_cpus=2"]
     remote = load_flow("pipeline")(PipelineParams(profile="smoke", overrides=on_ray, runs_root="runs/ray"))

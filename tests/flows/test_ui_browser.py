@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from flows.processes import end_group
-from flows.profiles import parse_override, set_path
+from flows.planning.profiles import parse_override, set_path
+from flows.runtime.processes import end_group
 from scripts.ui_pages import browser, poll, prefect_first, run_from_form, sweetflow
 from tests.processes import free_port
 

@@ -40,7 +40,7 @@ def test_contradictions_and_unknown_names_are_refused(values, message):
 def test_an_unknown_stage_name_in_resources_is_refused_with_the_known_ones():
     """The stage names live in the catalogue (above config/): a run's parameters are checked against it."""
     from components.config.sections import ConfigError
-    from flows.profiles import validate
+    from flows.planning.profiles import validate
 
     with pytest.raises(ConfigError, match="cluster.resources: unknown stage.*critc.*stages: .*critic"):
         validate({"cluster": {"resources": {"critc": {"gpus": 1}}}})
@@ -49,7 +49,7 @@ def test_an_unknown_stage_name_in_resources_is_refused_with_the_known_ones():
 
 def test_single_step_commands_take_cluster_settings_only(tmp_path, monkeypatch):
     from components.config.sections import ConfigError
-    from flows.steps import cluster_settings, stages_doc
+    from flows.runtime.steps import cluster_settings, stages_doc
 
     assert cluster_settings(["cluster.backend=ray", "cluster.resources.critic.gpus=1"]) == {
         "backend": "ray",

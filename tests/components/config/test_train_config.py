@@ -6,7 +6,7 @@ import pytest
 
 from components.config.sections import ConfigError, load_section
 from components.config.training import ActorConfig, Algo, CandidatesConfig, CriticConfig, OptimConfig, RankingConfig
-from flows.profiles import resolve
+from flows.planning.profiles import resolve
 
 
 def write(tmp_path, text):

@@ -20,7 +20,7 @@ from components.cory.reviews import ReviewsTask
 from components.cory.reviews_generate import run as generate
 from components.episodes.metrics import bootstrap_ci
 from components.stages.cory import run
-from flows.profiles import resolve
+from flows.planning.profiles import resolve
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.manual]  # ~4 + 6.5 minutes on 2 cores
 

@@ -1,4 +1,4 @@
-"""The pipeline's per-iteration parameters and generated dvc.yaml (flows.plan)."""
+"""The pipeline's per-iteration parameters and generated dvc.yaml (flows.planning.plan)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import yaml
 
 from components.config.sections import ConfigError
 from components.stages.catalogue import STAGES, training_stages
-from flows import plan as pp
+from flows.planning import plan as pp
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from components.episodes import play as evaluate
 from components.episodes.driver import DriverStats
 from components.stages import rollouts
 from components.tasks.colbench_backend.task import ColbenchBackend
-from flows.cli import app
+from flows.cli.commands import app
 from tests.factories import make_task, make_trajectory
 
 
@@ -236,7 +236,7 @@ def test_cli_rollouts_reports_a_missing_tasks_file(tmp_path, monkeypatch):
 
 
 def test_a_failed_stage_names_itself_and_its_log(tmp_path, monkeypatch):
-    from flows.steps import dvc_repro
+    from flows.runtime.steps import dvc_repro
     from tests.conftest import git_dvc_init
 
     monkeypatch.chdir(git_dvc_init(tmp_path))

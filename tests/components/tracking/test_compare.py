@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from components.tracking import store as tracking
 from components.tracking.compare import CompareError, UnknownTaskError, eval_runs, figure, format_table, plot
-from flows.cli import app
+from flows.cli.commands import app
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 # (algo, profile, iteration) -> (success_rate, tests_passed, n); sweet improves, rft stays flat.

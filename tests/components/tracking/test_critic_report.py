@@ -8,7 +8,7 @@ from pathlib import Path
 from components.config.training import Algo
 from components.tracking.critic_report import critic_quality_table
 from flows.pipeline_flow import Iteration, results_table
-from flows.plan import RunPlan
+from flows.planning.plan import RunPlan
 
 QUALITY = {
     "tie_tolerance": 1e-4,

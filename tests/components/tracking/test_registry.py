@@ -111,7 +111,7 @@ def test_on_a_tracking_server_the_registry_holds_a_copy_of_the_model(tmp_path):
     """A server refuses local folders as sources: the folder goes into the evaluation's run first."""
     import mlflow
 
-    from flows.services import start_services, ui_services
+    from flows.runtime.services import start_services, ui_services
     from tests.processes import free_port
 
     _, server = ui_services(tmp_path / "server", mlflow_port=free_port())

@@ -18,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from components.tracking import store as tracking
-from flows.cli import app
+from flows.cli.commands import app
 from tests.processes import free_port
 
 
