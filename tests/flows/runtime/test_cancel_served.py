@@ -36,7 +36,7 @@ def test_cancelling_a_served_run_stops_the_steps_process_group(tmp_path):
 
     env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), "PREFECT_RUNNER_POLL_FREQUENCY": "1"}
     runner = subprocess.Popen(
-        [sys.executable, "tests/served_step_flow.py"],
+        [sys.executable, "tests/flows/runtime/served_step_flow.py"],  # not tests/: its flows/ would shadow ours
         cwd=REPO,
         env=env,
         stdout=subprocess.DEVNULL,
