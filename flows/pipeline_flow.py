@@ -54,6 +54,7 @@ from flows.planning.plan import (
 )
 from flows.runtime import inputs
 from flows.runtime.cluster import cluster_config, moved_to_cluster
+from flows.runtime.run_engine import run_engine
 from flows.runtime.stage_tasks import gate, place, run_tracked
 from flows.runtime.steps import check_inside_project, format_table
 from flows.tracking.cory import summary_entries
@@ -320,7 +321,10 @@ def pipeline_flow(params: PipelineParams = PipelineParams()) -> dict:
         "sweetflow.profile": plan.profile,
         "sweetflow.run_dir": str(plan.run_dir),
     }
-    with mlflow.start_run(experiment_id=experiment, run_name=plan.run_dir.name, tags=tags | prefect_tags()) as run:
+    with (
+        run_engine(plan.doc, cluster_config(plan.doc), base, plan.run_dir),
+        mlflow.start_run(experiment_id=experiment, run_name=plan.run_dir.name, tags=tags | prefect_tags()) as run,
+    ):
         link_mlflow_run(mlflow.get_tracking_uri(), experiment, run.info.run_id)
         n = iteration_count(params, plan)
         mlflow.log_params(tracking.flatten({"iterations": n, **plan.doc}))

@@ -32,6 +32,11 @@ class TrainStrategy(str, Enum):
     zero3 = "zero3"  # DeepSpeed ZeRO-3 (pip install deepspeed): config ships; refused (the loop does not use it)
 
 
+class EngineScope(str, Enum):
+    run = "run"  # one vLLM server for the whole run: every sampling step's base model and LoRA actors
+    step = "step"  # every sampling step builds its own engine in its own process (steps on other machines)
+
+
 class StageResources(_Section):
     """What Ray reserves for one step's task (the step's own processes run inside that reservation)."""
 
@@ -59,6 +64,11 @@ class ClusterConfig(_Section):
     )
     rollout_engines: int = Field(1, ge=1, le=64, description="vLLM engines (data parallel) sharing a step's episodes")
     tensor_parallel: int = Field(1, ge=1, le=64, description="GPUs per vLLM engine (tensor parallel)")
+    engine_scope: EngineScope = Field(
+        EngineScope.run,
+        description="run: one vLLM server per pipeline run (backend local, no GPU) serves every sampling step, "
+        "the base model and each trained LoRA actor as an adapter | step: each sampling step builds its own engine",
+    )
     train_processes: int = Field(
         1, ge=1, le=1024, description="training processes; above 1 the step relaunches under `accelerate launch`"
     )

@@ -12,6 +12,7 @@ from components.config.schema import section_of
 from components.config.sections import DriverKind, EpisodeSection, EpisodeStageConfig, OpenAIRetries, SimulatorKind
 from components.engines.base import Engine, StreamingEngine
 from components.engines.factory import EngineKind, make_engine, resolve_kind
+from components.engines.served import served_engine
 from components.episodes.async_driver import AsyncEpisodeDriver
 from components.episodes.driver import EpisodeConfig, EpisodeDriver, TurnSampler
 from components.episodes.simulators import make_simulator
@@ -29,8 +30,11 @@ def engine_for(
     tensor_parallel: int = 1,
 ) -> Engine:
     """Build an engine; vLLM also gets the episode's context budget and its GPUs (`tensor_parallel`),
-    an OpenAI client `openai` options."""
+    an OpenAI client `openai` options. A vLLM engine is the run's one engine when the pipeline
+    started one that serves `model` (components/engines/served.py)."""
     resolved = resolve_kind(kind)
+    if resolved == EngineKind.VLLM and (served := served_engine(model, seed, openai or {})):
+        return served
     options = (
         {"max_model_len": max_model_len, "tensor_parallel_size": tensor_parallel} if resolved == EngineKind.VLLM else {}
     )

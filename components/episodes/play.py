@@ -69,26 +69,29 @@ def run_episodes(
     placement = cluster_section()
     append = lambda t: write_jsonl(traj_path, [t], append=True)  # noqa: E731
     start = time.perf_counter()
-    if sampler is not None:
-        if placement.rollout_engines > 1:
-            log.warning("cluster.rollout_engines is %d: %s runs on one engine", placement.rollout_engines, sampler)
-        engines = 1
-        driver = sampled_driver(cfg, episode, seed, task, placement.tensor_parallel, sampler)
-        trajs, reencoded = _play(driver, jobs, append)
-    elif placement.rollout_engines > 1 and join(placement):
+    engine_s = 0.0  # building the engine (sharded on Ray: inside the actors, not measured here)
+    if placement.rollout_engines > 1 and sampler is None and join(placement):
         from components.cluster.episodes import play_sharded
 
         engines = min(placement.rollout_engines, len(jobs))
         trajs, reencoded = play_sharded(cfg, episode, task, jobs, seed, engines, placement.tensor_parallel, append)
     else:
+        if sampler is not None and placement.rollout_engines > 1:
+            log.warning("cluster.rollout_engines is %d: %s runs on one engine", placement.rollout_engines, sampler)
         engines = 1
-        trajs, reencoded = _play(build_driver(cfg, episode, seed, task, placement.tensor_parallel), jobs, append)
+        if sampler is None:
+            driver = build_driver(cfg, episode, seed, task, placement.tensor_parallel)
+        else:
+            driver = sampled_driver(cfg, episode, seed, task, placement.tensor_parallel, sampler)
+        engine_s = time.perf_counter() - start
+        trajs, reencoded = _play(driver, jobs, append)
     elapsed = time.perf_counter() - start
     tokens = sum(len(turn.response_ids) for t in trajs for turn in t.turns)
     return {
         "episodes_run": len(trajs),
         "engines": engines,
         "rollout_seconds": elapsed,
+        "engine_seconds": engine_s,
         "episodes_per_s": len(trajs) / elapsed,
         "agent_tokens_per_s": tokens / elapsed,
         "prompt_reencoded": reencoded,

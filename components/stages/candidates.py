@@ -93,9 +93,10 @@ def run(cfg: CandidatesConfig, model: str, trajectories: Path, max_model_len: in
     done = {(s.trajectory, s.turn) for s in read_resumable(path, TurnCandidates)}
     todo = [s for s in states if (s.traj.key, s.turn) not in done]
     log.info("%d turn states selected, %d already sampled", len(states), len(states) - len(todo))
-    tokens, started = 0, time.perf_counter()
+    tokens, started, engine_s = 0, time.perf_counter(), 0.0
     if todo:
         engine = engine_for(cfg.engine, model, cfg.seed, max_model_len, openai_options(cfg))
+        engine_s = time.perf_counter() - started
         try:
             for start in tqdm(range(0, len(todo), CHUNK_STATES), desc="candidate states", unit="chunk"):
                 sampled = sample_chunk(engine, todo[start : start + CHUNK_STATES], cfg)
@@ -109,6 +110,7 @@ def run(cfg: CandidatesConfig, model: str, trajectories: Path, max_model_len: in
         "sampled_now": len(todo),
         "candidates_per_state": cfg.per_state,
         "seconds": elapsed,
+        "engine_seconds": engine_s,
         "tokens_per_s": tokens / elapsed if todo else 0.0,
     }
     (out_dir / "candidates_metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")

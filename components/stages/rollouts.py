@@ -15,8 +15,8 @@ first `rollouts.limit` tasks), the agent model (HF folder or id). Writes to the 
   best_score (the highest trajectory score), solved_task_fraction (tasks with at least one
   success), contrast_task_fraction (tasks whose K scores are not all equal: the ones that give
   trajectory pairs), mean_turns, answered_rate and
-  the speed of the episodes run now (episodes_run, engines, rollout_seconds, episodes_per_s,
-  agent_tokens_per_s);
+  the speed of the episodes run now (episodes_run, engines, rollout_seconds (engine_seconds of
+  them building or reaching the engine), episodes_per_s, agent_tokens_per_s);
 - `episode_config.json`: the fingerprint the episodes were made under.
 
 Episodes are appended as each ends and a re-run skips the (task, run seed, sample) already

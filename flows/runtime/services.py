@@ -43,6 +43,7 @@ class Service:
     ui_path: str = "/"
     env: dict[str, str] = field(default_factory=dict)
     cwd: Path | None = None
+    own_session: bool = True  # False: a process group in this session, which an interrupt's sweep reaches
 
     @property
     def url(self) -> str:
@@ -98,7 +99,9 @@ def stop(running: Running, grace: float = 10.0) -> None:
     running.log_file.close()
 
 
-def _launch(service: Service, log_dir: Path) -> Running:
+def launch(service: Service, log_dir: Path) -> Running:
+    """Start `service` (not waiting for it to answer), its output to `<log_dir>/<name>.log`."""
+    log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{service.name}.log"
     log_file = open(log_path, "wb")  # this start only: the tail shown on errors is this run's
     try:
@@ -109,7 +112,8 @@ def _launch(service: Service, log_dir: Path) -> Running:
             stdin=subprocess.DEVNULL,
             env={**os.environ, **service.env},
             cwd=service.cwd,
-            start_new_session=True,
+            start_new_session=service.own_session,
+            process_group=None if service.own_session else 0,
         )
     except OSError as exc:
         log_file.close()
@@ -160,12 +164,10 @@ def check_ports(services: Sequence[Service]) -> None:
 def start_services(services: Sequence[Service], log_dir: Path, timeout: float = 120.0) -> Iterator[list[Running]]:
     """Start every service (ports checked first), wait until all answer, yield them; stop all on exit."""
     check_ports(services)
-    log_dir = Path(log_dir)
-    log_dir.mkdir(parents=True, exist_ok=True)
     started: list[Running] = []
     try:
         for service in services:
-            started.append(_launch(service, log_dir))
+            started.append(launch(service, Path(log_dir)))
         _wait_healthy(started, timeout)
         yield started
     finally:

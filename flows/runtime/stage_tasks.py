@@ -15,13 +15,16 @@ from prefect import task
 from components.config.cluster import ClusterConfig
 from components.stages.catalogue import STAGES, Kind
 from flows.runtime.cluster import run_step
+from flows.runtime.run_engine import ensure_current
 from flows.runtime.steps import dvc_repro, registry_gate, worth_retry
 from flows.tracking.tracker import track_stage
 
 
 @task(name="stage", task_run_name="{name}", timeout_seconds=24 * 3600)
 def run_stage(dvc_yaml: Path, stage: str, name: str) -> bool:
-    """`dvc repro` of `stage` of `dvc_yaml`: True when it ran, False when DVC skipped it."""
+    """`dvc repro` of `stage` of `dvc_yaml`: True when it ran, False when DVC skipped it. The run's
+    engine, when it has one, is launched again first if it died (flows/runtime/run_engine.py)."""
+    ensure_current()
     return dvc_repro(dvc_yaml, stage)
 
 
