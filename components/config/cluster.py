@@ -65,9 +65,10 @@ class ClusterConfig(_Section):
     rollout_engines: int = Field(1, ge=1, le=64, description="vLLM engines (data parallel) sharing a step's episodes")
     tensor_parallel: int = Field(1, ge=1, le=64, description="GPUs per vLLM engine (tensor parallel)")
     engine_scope: EngineScope = Field(
-        EngineScope.run,
-        description="run: one vLLM server per pipeline run (backend local, no GPU) serves every sampling step, "
-        "the base model and each trained LoRA actor as an adapter | step: each sampling step builds its own engine",
+        EngineScope.step,
+        description="step: each sampling step builds its own engine | run: one vLLM server per pipeline run "
+        "(backend local, no GPU) serves every sampling step, the base model and each trained LoRA actor as an "
+        "adapter (on CPU slower in all: adapters decode several times slower than merged weights)",
     )
     train_processes: int = Field(
         1, ge=1, le=1024, description="training processes; above 1 the step relaunches under `accelerate launch`"

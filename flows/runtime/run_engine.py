@@ -1,4 +1,4 @@
-"""The run's one engine (`cluster.engine_scope: run`, the default): a vLLM OpenAI-compatible server
+"""The run's one engine (`cluster.engine_scope: run`): a vLLM OpenAI-compatible server
 started once per pipeline run, which every sampling step of the run uses through
 components/engines/served.py: the base model, and each trained LoRA actor as an adapter.
 

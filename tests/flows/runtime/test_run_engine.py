@@ -27,16 +27,16 @@ def _doc(engine: str = "auto") -> dict:
 
 def test_a_run_gets_one_engine_only_where_every_step_could_use_it():
     pytest.importorskip("vllm")
-    assert wanted(_doc(), ClusterConfig()) is None
-    assert wanted(_doc("vllm"), ClusterConfig()) is None
-    assert wanted(_doc(), ClusterConfig(engine_scope="step")) == "engine_scope step"
-    assert "Ray" in wanted(_doc(), ClusterConfig(backend="ray"))
-    assert "not vllm alone" in wanted(_doc("hf"), ClusterConfig())
-    assert wanted({"cory": {}}, ClusterConfig()) == "no step samples from the actor"
+    run = ClusterConfig(engine_scope="run")
+    assert wanted(_doc(), run) is None and wanted(_doc("vllm"), run) is None
+    assert wanted(_doc(), ClusterConfig()) == "engine_scope step"  # the default
+    assert "Ray" in wanted(_doc(), ClusterConfig(engine_scope="run", backend="ray"))
+    assert "not vllm alone" in wanted(_doc("hf"), run)
+    assert wanted({"cory": {}}, run) == "no step samples from the actor"
 
 
 def test_no_engine_leaves_the_environment_alone(tmp_path):
-    with run_engine(_doc("hf"), ClusterConfig(), "models/x", tmp_path) as engine:
+    with run_engine(_doc(), ClusterConfig(), "models/x", tmp_path) as engine:
         assert engine is None and ENV not in os.environ
 
 
