@@ -16,8 +16,8 @@ prints a table):
   `seconds`, model loading included);
 - per scope: the median of each figure over the repeats, and the speed-up of `run` over `step`;
 - per repeat and records file (trajectories, candidates): how many records are identical both ways
-  (the base model's steps should be; an adapter samples from other bf16 roundings than the merged
-  weights a step's own engine loads, README "Determinism").
+  (the server batches requests as they arrive, and bf16 results depend on the batch: README
+  "Determinism").
 
 The first run of the session also generates the task's records (a data stage the second skips),
 which the per-step table shows apart.

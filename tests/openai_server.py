@@ -1,8 +1,7 @@
 """A tiny OpenAI-compatible server (http.server on 127.0.0.1, one thread) for the OpenAIEngine tests:
 chat echoes the last message and the seed, completions derive ids from the seed, and class-level
-knobs make it busy (503), drop connections or stall. Like vLLM's server with runtime LoRA updating, it
-answers /health and loads and unloads adapters by name (text answers; 400 for a name loaded twice,
-404 for one not loaded)."""
+knobs make it busy (503), drop connections or stall. Like vLLM's server in development mode, it
+answers /health, /collective_rpc and /reset_prefix_cache (recorded in `calls`, answered without JSON)."""
 
 from __future__ import annotations
 
@@ -21,7 +20,6 @@ class FakeServer(BaseHTTPRequestHandler):
     failures_left = {"n": 0}  # next POSTs answered 503
     drops_left = {"n": 0}  # next POSTs: connection closed without an answer
     stall_s = {"s": 0.0}  # every POST waits this long first (> the client's timeout: it times out)
-    adapters: dict[str, str] = {}  # loaded adapters: name -> path
 
     def log_message(self, *args):  # keep pytest output clean
         pass
@@ -50,7 +48,8 @@ class FakeServer(BaseHTTPRequestHandler):
             self._send(404, {"error": "not found"})
 
     def do_POST(self):
-        payload = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        payload = json.loads(body) if body else {}
         FakeServer.calls.append({"path": self.path, "auth": self.headers.get("Authorization"), **payload})
         if FakeServer.drops_left["n"] > 0:
             FakeServer.drops_left["n"] -= 1
@@ -61,8 +60,8 @@ class FakeServer(BaseHTTPRequestHandler):
         if FakeServer.failures_left["n"] > 0:
             FakeServer.failures_left["n"] -= 1
             return self._send(503, {"error": "busy"})
-        if self.path in ("/v1/load_lora_adapter", "/v1/unload_lora_adapter"):
-            return self._adapter(payload)
+        if self.path in ("/collective_rpc", "/reset_prefix_cache"):
+            return self._text(200, "")
         time.sleep(DELAY_S)
         if self.path == "/v1/chat/completions":
             text = f"echo:{payload['messages'][-1]['content']}|seed={payload['seed']}"
@@ -78,17 +77,6 @@ class FakeServer(BaseHTTPRequestHandler):
             }
             return self._send(200, {"choices": [choice]})
         self._send(404, {"error": "not found"})
-
-    def _adapter(self, payload: dict) -> None:
-        name = payload["lora_name"]
-        if self.path == "/v1/load_lora_adapter":
-            if name in FakeServer.adapters:
-                return self._send(400, {"error": {"message": f"The lora adapter '{name}' has already been loaded."}})
-            FakeServer.adapters[name] = payload["lora_path"]
-            return self._text(200, f"Success: LoRA adapter '{name}' added successfully.")
-        if FakeServer.adapters.pop(name, None) is None:
-            return self._send(404, {"error": {"message": f"The lora adapter '{name}' cannot be found."}})
-        return self._text(200, f"Success: LoRA adapter '{name}' removed successfully.")
 
 
 def start_server() -> tuple[ThreadingHTTPServer, str]:

@@ -67,8 +67,7 @@ class ClusterConfig(_Section):
     engine_scope: EngineScope = Field(
         EngineScope.step,
         description="step: each sampling step builds its own engine | run: one vLLM server per pipeline run "
-        "(backend local, no GPU) serves every sampling step, the base model and each trained LoRA actor as an "
-        "adapter (on CPU slower in all: adapters decode several times slower than merged weights)",
+        "(backend local, no GPU) serves every sampling step, a trained actor's merged weights reloaded into it",
     )
     train_processes: int = Field(
         1, ge=1, le=1024, description="training processes; above 1 the step relaunches under `accelerate launch`"

@@ -194,9 +194,6 @@ class TrainConfig(_Section):
     experiment: str = Field("sweetflow-train", min_length=1, description="MLflow experiment")
 
 
-ADAPTER = "adapter"  # a saved LoRA model's adapter folder, inside the model folder (training/models.py)
-
-
 @dataclass(frozen=True)
 class TrainLayout:
     """Where each training stage reads and writes, under one root folder (the candidates to rank

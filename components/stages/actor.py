@@ -187,9 +187,7 @@ def run(cfg: ActorConfig, model: str, inputs: ActorInputs, out_dir: Path) -> Sta
     history = train(policy, examples, loss_fn, cfg.optim, out_dir, config, tokens_of)
     if not distributed.is_main():
         return StageResult()  # the other training processes are done: rank 0 writes the outputs
-    model_dir = save_model(
-        whole_model(policy, model, cfg.optim, out_dir), tokenizer, out_dir / "model", config, keep_adapter=True
-    )
+    model_dir = save_model(whole_model(policy, model, cfg.optim, out_dir), tokenizer, out_dir / "model", config)
     metrics = summarize_history(history) | {
         "examples": len(examples),
         "examples_too_long": too_long,

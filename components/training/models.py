@@ -4,8 +4,7 @@
 - `load_trainable`: the base model (all weights trainable) or, with `optim.lora`, the frozen base
   with fresh PEFT LoRA adapters; from a checkpoint folder when resuming.
 - `save_model`: an HF folder written atomically (tmp folder, then rename). LoRA adapters are
-  merged into the base first, so every stage downstream (vLLM, eval) loads a plain model; the
-  actor keeps its adapter beside the weights (`<model>/adapter/`) for the run's one engine.
+  merged into the base first, so every stage downstream (vLLM, eval) loads a plain model.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from components.config.training import ADAPTER, OptimConfig
+from components.config.training import OptimConfig
 
 
 def train_device_dtype(dtype: str = "auto") -> tuple[torch.device, torch.dtype]:
@@ -67,15 +66,11 @@ def load_trainable(base: str, optim: OptimConfig, checkpoint: Path | None = None
     return model.to(device).train()
 
 
-def save_model(model, tokenizer, out: Path, config: dict, keep_adapter: bool = False) -> Path:
-    """Write an HF folder (LoRA merged) with the resolved config beside it, atomically; with
-    `keep_adapter`, a LoRA model's adapter also goes to `<out>/adapter/` (PEFT format, its base
-    model's path in adapter_config.json), which a run's one engine serves (components/engines/served.py)."""
+def save_model(model, tokenizer, out: Path, config: dict) -> Path:
+    """Write an HF folder (LoRA merged) with the resolved config beside it, atomically."""
     out = Path(out)
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    if keep_adapter and hasattr(model, "peft_config"):
-        model.save_pretrained(tmp / ADAPTER)
     plain = model.merge_and_unload() if hasattr(model, "merge_and_unload") else model
     plain.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)

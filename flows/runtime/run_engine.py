@@ -1,9 +1,10 @@
 """The run's one engine (`cluster.engine_scope: run`): a vLLM OpenAI-compatible server
-started once per pipeline run, which every sampling step of the run uses through
-components/engines/served.py: the base model, and each trained LoRA actor as an adapter.
+started once per pipeline run on the base model, which every sampling step of the run uses through
+components/engines/served.py (a trained actor's merged weights reloaded into it in place).
 
-Reads: the run's plan (the base model, the episode context budget, the sampling sections' engines,
-the actor's LoRA rank). Writes: the server's output to `<run_dir>/logs/engine.log`.
+Reads: the run's plan (the base model, the episode context budget, the sampling sections' engines).
+Writes: the server's output to `<run_dir>/logs/engine.log` and the weights it holds to
+`<run_dir>/logs/engine.holds`.
 
 When: engine_scope run, backend local, no GPU (a resident engine would hold the GPU memory the
 training steps need) and vLLM the engine of every sampling section. Otherwise each sampling step
@@ -30,12 +31,11 @@ from pathlib import Path
 from typing import Iterator
 
 from components.config.cluster import Backend, ClusterConfig, EngineScope
-from components.engines.served import ENV
+from components.engines.served import ENV, weights_id
 from components.engines.vllm_engine import CPU_ENV_DEFAULTS
 from flows.runtime.services import Running, Service, launch, stop
 
 SAMPLING_SECTIONS = ("eval", "rollouts", "candidates")  # the sections whose steps sample from the actor
-LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # the ranks vLLM's --max-lora-rank takes
 
 log = logging.getLogger(__name__)
 _current: "RunEngine | None" = None  # the engine of the run this process is running
@@ -44,9 +44,8 @@ _current: "RunEngine | None" = None  # the engine of the run this process is run
 class RunEngine:
     """The server of one run; `ensure` launches it (again) when it is not running."""
 
-    def __init__(self, base: str, max_model_len: int, lora_rank: int, log_dir: Path) -> None:
-        self.base, self.log_dir = str(Path(base).resolve()), Path(log_dir)
-        self.max_model_len, self.lora_rank = max_model_len, lora_rank
+    def __init__(self, base: str, max_model_len: int, log_dir: Path) -> None:
+        self.base, self.log_dir, self.max_model_len = str(Path(base).resolve()), Path(log_dir), max_model_len
         self.running: Running | None = None
         self.launches = 0
 
@@ -61,15 +60,17 @@ class RunEngine:
         port = free_port()
         service = Service(
             name="engine",
-            cmd=server_command(self.base, self.max_model_len, self.lora_rank, port),
+            cmd=server_command(self.base, self.max_model_len, port),
             port=port,
             health_path="/health",
-            env={**CPU_ENV_DEFAULTS, "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"},
+            env={**CPU_ENV_DEFAULTS, "VLLM_SERVER_DEV_MODE": "1"},  # reload_weights, reset_prefix_cache
             own_session=False,
         )
         self.running = launch(service, self.log_dir)
         self.launches += 1
-        where = {"url": f"{service.url}v1", "base": self.base, "pid": self.running.proc.pid}
+        holds = self.log_dir / "engine.holds"
+        holds.write_text(weights_id(self.base))
+        where = {"url": f"{service.url}v1", "base": self.base, "pid": self.running.proc.pid, "holds": str(holds)}
         os.environ[ENV] = json.dumps(where | {"log": str(self.running.log_path)})
 
     def stop(self) -> None:
@@ -78,9 +79,9 @@ class RunEngine:
             stop(self.running)
 
 
-def server_command(base: str, max_model_len: int, lora_rank: int, port: int) -> list[str]:
+def server_command(base: str, max_model_len: int, port: int) -> list[str]:
     """The vLLM server on `base` with the settings of the in-process engine on CPU
-    (components/engines/vllm_engine.py: bf16, eager, prefix caching, no chunked prefill) and LoRA."""
+    (components/engines/vllm_engine.py: bf16, eager, prefix caching, no chunked prefill)."""
     return [
         sys.executable,
         "-m",
@@ -96,11 +97,6 @@ def server_command(base: str, max_model_len: int, lora_rank: int, port: int) -> 
         "--max-num-batched-tokens",
         str(max(max_model_len, 8192)),
         "--enforce-eager",
-        "--enable-lora",
-        "--max-lora-rank",
-        str(next(r for r in LORA_RANKS if r >= lora_rank)),
-        "--max-loras",
-        "1",  # steps run one at a time; 4 slots made adapter requests 4-5x slower on CPU (vLLM 0.32)
         "--seed",
         "0",
         "--host",
@@ -144,8 +140,7 @@ def run_engine(doc: dict, cluster: ClusterConfig, base: str, run_dir: Path) -> I
         log.info("no run engine (%s): each sampling step builds its own", reason)
         yield None
         return
-    lora = (doc.get("actor", {}).get("optim") or {}).get("lora") or {}
-    engine = RunEngine(base, doc["episode"]["max_model_len"], int(lora.get("r") or 16), run_dir / "logs")
+    engine = RunEngine(base, doc["episode"]["max_model_len"], run_dir / "logs")
     _current = engine
     try:
         engine.ensure()
