@@ -21,7 +21,9 @@ import pytest
 from tests.pipeline_helpers import SWEET_STAGES
 from tests.processes import free_port
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]  # 2-4 min: CI runs it with `make test-slow`
+# 2-4 min (170 s in CI): `make test-manual`. CI guards the parts with cheaper tests: episodes on Ray engines
+# (tests/components/episodes/test_episodes_ray.py), training processes, the cluster config and placement
+pytestmark = [pytest.mark.integration, pytest.mark.manual]
 MACHINE = re.compile(r"seconds|per_s|_s$|elapsed|rss")  # time and memory figures differ from run to run
 METRICS = {  # every step that writes a metrics.json, by its path in the run folder
     "iter-0/eval/metrics.json",

@@ -55,7 +55,8 @@ def _actor(base: Path, out: Path) -> Path:
     return out
 
 
-@pytest.mark.integration  # a vLLM server on the 135M model: ~1 min on 2 cores
+@pytest.mark.manual  # a vLLM server on the 135M model, 50-80 s on 2 cores, for an option that is off by default;
+# CI guards the client's logic with tests/components/engines/test_served_engine.py (`make test-manual` runs it)
 def test_the_run_engine_serves_the_base_and_an_actor_and_comes_back_after_dying(prepared_model_dir, tmp_path):
     pytest.importorskip("vllm")
     actor = _actor(prepared_model_dir, tmp_path / "actor" / "model")
