@@ -19,8 +19,8 @@ prints a table):
   (the server batches requests as they arrive, and bf16 results depend on the batch: README
   "Determinism").
 
-The first run of the session also generates the task's records (a data stage the second skips),
-which the per-step table shows apart.
+The task's records stage runs in each run, restored from DVC's run cache (its lock moves with the
+run folder; a second or less); the per-step table shows it apart.
 """
 
 from __future__ import annotations
@@ -86,8 +86,10 @@ def work_seconds(run_dir: Path) -> dict:
         metrics = json.loads(metrics_file.read_text())
         if not isinstance(metrics, dict):
             continue
-        sampled = metrics.get("rollout_seconds", metrics.get("seconds") if "tokens_per_s" in metrics else 0.0)
-        generate += float(sampled or 0.0) - float(metrics.get("engine_seconds", 0.0))
+        if "rollout_seconds" in metrics:  # an evaluation or rollouts step
+            generate += metrics["rollout_seconds"] - metrics.get("engine_seconds", 0.0)
+        elif metrics_file.name == "candidates_metrics.json":
+            generate += metrics["seconds"] - metrics.get("engine_seconds", 0.0)
         if metrics_file.parent.name in TRAINING:
             train += float(metrics.get("seconds", 0.0))
     return {"generate_s": round(generate, 1), "train_s": round(train, 1)}

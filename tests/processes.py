@@ -1,8 +1,9 @@
 """Process checks shared by the tests that send real signals, and a free local port for the ones that
-start servers."""
+start servers (flows/runtime/services.py's)."""
 
-import socket
 from pathlib import Path
+
+from flows.runtime.services import free_port  # noqa: F401 - the tests' import path
 
 
 def alive(pid: int) -> bool:
@@ -12,9 +13,3 @@ def alive(pid: int) -> bool:
     except (FileNotFoundError, ProcessLookupError):
         return False
     return state != "Z"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]

@@ -33,7 +33,7 @@ class TrainStrategy(str, Enum):
 
 
 class EngineScope(str, Enum):
-    run = "run"  # one vLLM server for the whole run: every sampling step's base model and LoRA actors
+    run = "run"  # one vLLM server for the whole run, every sampling step's model reloaded into it
     step = "step"  # every sampling step builds its own engine in its own process (steps on other machines)
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import socket
 import sys
 from contextlib import contextmanager
 from importlib.util import find_spec
@@ -33,7 +32,7 @@ from typing import Iterator
 from components.config.cluster import Backend, ClusterConfig, EngineScope
 from components.engines.served import ENV, weights_id
 from components.engines.vllm_engine import CPU_ENV_DEFAULTS
-from flows.runtime.services import Running, Service, launch, stop
+from flows.runtime.services import Running, Service, free_port, launch, stop
 
 SAMPLING_SECTIONS = ("eval", "rollouts", "candidates")  # the sections whose steps sample from the actor
 
@@ -104,12 +103,6 @@ def server_command(base: str, max_model_len: int, port: int) -> list[str]:
         "--port",
         str(port),
     ]
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def wanted(doc: dict, cluster: ClusterConfig) -> str | None:

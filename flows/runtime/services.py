@@ -83,6 +83,13 @@ def port_in_use(host: str, port: int) -> bool:
     return False
 
 
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on now (the kernel's pick)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
 def healthy(url: str, timeout: float = 2.0) -> bool:
     """True when GET url answers 2xx/3xx (environment proxies are ignored: loopback only)."""
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
