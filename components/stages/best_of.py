@@ -10,7 +10,7 @@ metrics.json also holding best_of, critic and the critic score spread (component
 critic's HF folder. N = 1 is plain sampling (no critic loaded; the same episodes as the evaluation).
 
 Not a DVC stage of the catalogue: `sweetflow eval --best-of` runs it in its own process
-(flows/eval_flow.py), so its output folder may lie anywhere; a re-run resumes its episodes.
+(flows/runtime/best_of.py), so its output folder may lie anywhere; a re-run resumes its episodes.
 """
 
 from __future__ import annotations

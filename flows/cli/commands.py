@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Any, Callable, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
 
 import typer
 
@@ -17,6 +17,9 @@ from components.data.split import Split
 from flows.cli.app import app, data_app, fail, model_app, setup
 from flows.planning.options import option, task_help
 from flows.planning.plan import PipelineParams
+
+if TYPE_CHECKING:
+    from flows.planning.step_commands import StepsRun
 
 
 def _tracked_flow(flow: Callable[[Any], Any], params: Any) -> Any:
@@ -142,7 +145,7 @@ def evaluate(
 ) -> None:
     """Evaluate a model on a collaborative task (a Prefect flow; logged to MLflow), optionally under a
     run profile and with critic-guided best-of-N (`--best-of N --critic PATH|base`)."""
-    from flows.eval_flow import EvalParams, eval_flow, resolve, summary_table
+    from flows.planning.step_commands import EvalParams, eval_run
 
     setup()
     params = EvalParams(
@@ -162,13 +165,13 @@ def evaluate(
         critic=critic,
         register_model=register,
     )
-    cfg, task, doc = _resolve_checked(resolve, params, "eval", inside_project=params.best_of is None)
-    metrics = _tracked_flow(_placed(eval_flow, doc), params)
+    cfg, task, run = _resolve_checked(eval_run, params, "eval", inside_project=params.best_of is None)
+    metrics = _steps(run)
     best = f", best-of-{params.best_of}" if params.best_of else ""
     best += f" ranked by critic {params.critic}" if params.critic else ""
     typer.echo(
         f"\nevaluation of {cfg.model} on {task} ({_simulator(cfg)} simulator{best}), "
-        f"outputs in {cfg.out_dir}, MLflow run {metrics['mlflow_run_id']}:\n{summary_table(metrics)}"
+        f"outputs in {cfg.out_dir}, MLflow run {metrics['mlflow_run_id']}:\n{metrics['summary']}"
     )
     if register:
         gated = metrics["registry"]
@@ -194,7 +197,7 @@ def rollouts(
     overrides: ClusterSets = None,
 ) -> None:
     """Sample K scored trajectories per task (SWEET-RL step 1; a Prefect flow logged to MLflow)."""
-    from flows.rollouts_flow import RolloutsParams, resolve, rollouts_flow, summary_table
+    from flows.planning.step_commands import RolloutsParams, rollouts_run
 
     setup()
     params = RolloutsParams(
@@ -211,12 +214,12 @@ def rollouts(
         task=task,
         overrides=overrides or [],
     )
-    cfg, task, doc = _resolve_checked(resolve, params, "rollouts")
-    metrics = _tracked_flow(_placed(rollouts_flow, doc), params)
+    cfg, task, run = _resolve_checked(rollouts_run, params, "rollouts")
+    metrics = _steps(run)
     typer.echo(
         f"\nrollouts of {cfg.model} on {task} (K={cfg.per_task}, {_simulator(cfg)} simulator, split "
         f"{cfg.split.value}), trajectories in {cfg.out_dir / 'trajectories.jsonl'}, "
-        f"MLflow run {metrics['mlflow_run_id']}:\n{summary_table(metrics)}"
+        f"MLflow run {metrics['mlflow_run_id']}:\n{metrics['summary']}"
     )
 
 
@@ -234,20 +237,20 @@ def train(
 ) -> None:
     """Improve an actor from scored rollouts (a Prefect flow; each step tracked in MLflow)."""
     from components.config.sections import ConfigError
+    from flows.planning.step_commands import TrainParams, check_train_inputs, train_run
     from flows.runtime.steps import check_step_folder
-    from flows.train_flow import TrainParams, check_inputs, resolve, train_flow
 
     setup()
     params = TrainParams(
         trajectories=trajectories, model=model, out_dir=out_dir, algo=algo, task=task, overrides=overrides or []
     )
     try:
-        doc = resolve(params)
-        check_inputs(doc)
-        check_step_folder(Path(doc["train"]["out_dir"]))
+        run = train_run(params)
+        check_train_inputs(run)
+        check_step_folder(Path(run.folder))
     except (ConfigError, FileNotFoundError, ValueError) as exc:
         fail(str(exc))
-    result = _tracked_flow(_placed(train_flow, doc), params)
+    result = _steps(run)
     typer.echo(
         f"\ntrained actor: {result['actor_model']} (MLflow run {result['mlflow_run_id']})\n"
         f"{result['summary']}\nevaluate it with: sweetflow eval --model {result['actor_model']}"
@@ -352,9 +355,9 @@ def _placed(flow: Callable[[Any], Any], doc: dict) -> Callable[[Any], Any]:
 
 
 def _resolve_checked(
-    resolve: Callable[[Any], dict], params: Any, section: str, inside_project: bool = True
-) -> tuple[Any, str, dict]:
-    """The flow's resolved stage section, task and parameters, or a clear error (bad value, missing model or tasks
+    resolve: Callable[[Any], "StepsRun"], params: Any, section: str, inside_project: bool = True
+) -> tuple[Any, str, "StepsRun"]:
+    """The command's resolved stage section, task and plan, or a clear error (bad value, missing model or tasks
     file, an output folder outside the DVC project unless not `inside_project`)."""
     from components.config.schema import SECTIONS
     from components.config.sections import ConfigError
@@ -362,7 +365,8 @@ def _resolve_checked(
     from flows.runtime.steps import check_step_folder
 
     try:
-        doc = resolve(params)
+        run = resolve(params)
+        doc = run.doc
         cfg = SECTIONS[section].model_validate(doc[section])
         task = make_task(
             doc["task"]["name"], {name: SECTIONS[name].model_validate(value) for name, value in doc.items()}
@@ -376,7 +380,15 @@ def _resolve_checked(
             check_step_folder(Path(cfg.out_dir))
     except (ConfigError, FileNotFoundError, ValueError) as exc:
         fail(str(exc))
-    return cfg, task.name, doc
+    return cfg, task.name, run
+
+
+def _steps(run: "StepsRun") -> dict[str, Any]:
+    """The single-step command's plan run by the steps flow (flows/steps_flow.py), where its
+    `cluster` section places it."""
+    from flows.steps_flow import steps_flow
+
+    return _tracked_flow(_placed(steps_flow, run.doc), run)
 
 
 def _simulator(cfg) -> str:

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from prefect.deployments.runner import RunnerDeployment
     from prefect.flows import Flow
 
-FLOWS = {"pipeline": "flows.pipeline_flow:pipeline_flow", "eval": "flows.eval_flow:eval_flow"}
+FLOWS = {"pipeline": "flows.pipeline_flow:pipeline_flow", "eval": "flows.steps_flow:eval_flow"}
 REPO = Path(__file__).resolve().parents[2]  # the checkout whose params.yaml and data the runs use
 DEFAULT_API_URL = "http://127.0.0.1:4200/api"  # where `sweetflow ui` starts the Prefect server
 TAGS = ["sweetflow"]
@@ -77,7 +77,7 @@ def deployment_name(key: str, name: str | None) -> str:
 def build_deployment(key: str, cron: str, name: str | None = None, timezone: str | None = None) -> "RunnerDeployment":
     """The deployment `serve_forever` serves: the flow on the cron schedule, parameters from the UI form.
 
-    The entrypoint is the module path (e.g. `flows.eval_flow.eval_flow`), importable from the
+    The entrypoint is the module path (e.g. `flows.steps_flow.eval_flow`), importable from the
     installed package whatever the working directory.
     """
     from prefect.deployments.runner import EntrypointType

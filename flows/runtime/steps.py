@@ -1,7 +1,7 @@
-"""How every sweetflow command runs its stages: the parameters of a single-step command, its
-params document and generated dvc.yaml, `dvc repro` of one stage in its own process group (so vLLM
-and torch memory is returned when the step ends), the registry gate after an evaluation, and the
-end-of-run summary table. Wiring only: the flows read back nothing but the files a stage declares.
+"""How every sweetflow command runs its stages: the checks on a step's folder, `dvc repro` of one
+stage in its own process group (so vLLM and torch memory is returned when the step ends), the
+registry gate after an evaluation, and the end-of-run summary table. Wiring only: the flows read
+back nothing but the files a stage declares.
 """
 
 from __future__ import annotations
@@ -12,83 +12,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Sequence
 
-from components.config.sections import PARAMS, ConfigError, read_params
+from components.config.sections import ConfigError
 from components.tracking import registry
 from components.tracking import store as tracking
-
-
-def step_doc(sections: Sequence[str], overrides: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """A single-step command's parameters: params.yaml's base `sections` (no profile) with the
-    command's non-None options applied per section, validated (ConfigError lists every problem)."""
-    from flows.planning.profiles import deep_merge, validate
-
-    base = read_params(PARAMS)
-    doc = {
-        name: deep_merge(
-            base.get(name) or {},
-            {k: v if not isinstance(v, Path) else str(v) for k, v in overrides.get(name, {}).items() if v is not None},
-        )
-        for name in sections
-    }
-    models = validate(doc)
-    return {name: models[name].model_dump(mode="json") for name in sections}
-
-
-def task_name(task: str | None) -> str:
-    """The task a single-step command plays: `task` (--task), else params.yaml's `task.name` (validated)."""
-    from components.config.sections import TaskSection, load_section
-    from components.tasks.registry import task_class
-
-    return task_class(task or load_section(TaskSection, "task", path=PARAMS).name).name
-
-
-def stages_doc(stages: Sequence[str], task: str, overrides: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """`step_doc` of every section `stages` read when playing `task` (in the stages' order), the
-    `task` section naming it, and the `cluster` section (where the steps run; no stage's DVC param)."""
-    from components.stages.catalogue import STAGES
-    from components.tasks.registry import task_class
-
-    names: list[str] = []
-    for stage in stages:
-        names += [n for n in STAGES[stage].sections_for(task_class(task).sections) if n not in names]
-    return step_doc([*names, "cluster"], overrides | {"task": {"name": task}})
-
-
-def cluster_settings(items: Sequence[str]) -> dict[str, Any]:
-    """A single-step command's `-S cluster.key=value` items as overrides of the `cluster` section;
-    ConfigError for another section (those have the command's own options)."""
-    from flows.planning.profiles import parse_override, set_path
-
-    doc: dict[str, Any] = {}
-    for item in items:
-        path, value = parse_override(item)
-        if path[0] != "cluster":
-            raise ConfigError(
-                f"-S {item}: single-step commands take -S for the cluster section only (e.g. -S "
-                f"cluster.backend=ray); set {path[0]} with the command's options or in params.yaml"
-            )
-        set_path(doc, path, value)
-    return doc.get("cluster", {})
-
-
-def with_generator(task: str, stages: Sequence[str]) -> list[str]:
-    """`stages` after the stage generating the task's records, when the task has one."""
-    from components.tasks.registry import task_class
-
-    generator = task_class(task).generator
-    return [*([generator] if generator else []), *stages]
-
-
-def write_task_stage(folder: Path, stage: str, doc: dict[str, Any]) -> Path:
-    """folder/{params.yaml,dvc.yaml} holding `stage` after the generator of the task `doc` plays (when
-    it has one), the generator run (DVC skips it when its records are current); returns the dvc.yaml."""
-    from flows.planning.plan import write_stages
-
-    stages = with_generator(doc["task"]["name"], [stage])
-    dvc_yaml = write_stages(folder, stages, doc)
-    for generator in stages[:-1]:
-        dvc_repro(dvc_yaml, generator)
-    return dvc_yaml
 
 
 def check_step_folder(folder: Path) -> None:

@@ -18,7 +18,8 @@ def test_best_of_eval_flow_ranks_with_the_base_critic_and_tracks_to_mlflow(
 ):
     import mlflow
 
-    from flows.eval_flow import EvalParams, eval_flow
+    from flows.planning.step_commands import EvalParams
+    from flows.steps_flow import eval_flow
 
     params = {
         "task": {"name": "elicitation"},

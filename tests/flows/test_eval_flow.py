@@ -62,7 +62,8 @@ def check_outputs(out: Path, n: int) -> dict:
 def test_eval_flow_hf_engine_tracks_to_mlflow(workdir):
     import mlflow
 
-    from flows.eval_flow import EvalParams, eval_flow
+    from flows.planning.step_commands import EvalParams
+    from flows.steps_flow import eval_flow
 
     write_params(workdir, "hf", 2)
     result = eval_flow(EvalParams(register_model=True))

@@ -19,7 +19,8 @@ pytestmark = pytest.mark.integration
 def test_frontend_eval_flow_scores_designs_and_names_its_metric(workdir):
     import mlflow
 
-    from flows.eval_flow import EvalParams, eval_flow
+    from flows.planning.step_commands import EvalParams
+    from flows.steps_flow import eval_flow
 
     params = {
         "task": {"name": "colbench-frontend"},

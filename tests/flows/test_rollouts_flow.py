@@ -50,9 +50,10 @@ def test_rollouts_flow_k_scored_trajectories_per_train_task(workdir):
 
     from components.config.sections import DataConfig, RolloutsConfig, load_section
     from components.episodes.play import select_tasks
-    from flows.rollouts_flow import RolloutsParams, rollouts_flow
+    from flows.planning.step_commands import RolloutsParams, rollouts_run
+    from flows.steps_flow import steps_flow
 
-    result = rollouts_flow(RolloutsParams())
+    result = steps_flow(rollouts_run(RolloutsParams()))
     out = workdir / "out"
     trajs = list(read_jsonl(out / "trajectories.jsonl", Trajectory))
     assert sorted((t.task_index, t.sample) for t in trajs) == sorted(
@@ -75,7 +76,7 @@ def test_rollouts_flow_k_scored_trajectories_per_train_task(workdir):
     artifacts = {a.path for a in mlflow.MlflowClient().list_artifacts(run.info.run_id)}
     assert {"dialogues.md", "metrics.json"} <= artifacts
 
-    again = rollouts_flow(RolloutsParams())  # unchanged: DVC skips the stage, nothing is re-sampled
+    again = steps_flow(rollouts_run(RolloutsParams()))  # unchanged: DVC skips the stage, nothing is re-sampled
     assert not again["ran"] and again["n_trajectories"] == 4
     rerun = list(read_jsonl(out / "trajectories.jsonl", Trajectory))
     assert [(t.seed, t.turns) for t in rerun] == [(t.seed, t.turns) for t in trajs]

@@ -61,9 +61,10 @@ def nested_runs(parent_id: str) -> dict[str, object]:
 def test_sweet_flow_runs_every_step_and_tracks_each_in_mlflow(workdir):
     import mlflow
 
-    from flows.train_flow import TrainParams, train_flow
+    from flows.planning.step_commands import TrainParams, train_run
+    from flows.steps_flow import steps_flow
 
-    result = train_flow(TrainParams())
+    result = steps_flow(train_run(TrainParams()))
     root = workdir / "train"
     assert (root / "actor" / "model" / "config.json").exists() and (root / "critic" / "model" / "config.json").exists()
     states = list(read_jsonl(root / "candidates" / "candidates.jsonl", TurnCandidates))
@@ -98,8 +99,9 @@ def test_sweet_flow_runs_every_step_and_tracks_each_in_mlflow(workdir):
 
 @pytest.mark.parametrize("algo, steps", [("mtdpo", {"trajectory pairs", "actor"}), ("rft", {"actor"})])
 def test_baselines_run_only_their_steps(workdir, algo, steps):
-    from flows.train_flow import TrainParams, train_flow
+    from flows.planning.step_commands import TrainParams, train_run
+    from flows.steps_flow import steps_flow
 
-    result = train_flow(TrainParams(algo=algo, out_dir=f"train-{algo}"))
+    result = steps_flow(train_run(TrainParams(algo=algo, out_dir=f"train-{algo}")))
     assert set(nested_runs(result["mlflow_run_id"])) == steps
     assert Path(result["actor_model"]).is_dir() and not (workdir / f"train-{algo}" / "critic").exists()

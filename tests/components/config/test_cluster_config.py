@@ -49,7 +49,7 @@ def test_an_unknown_stage_name_in_resources_is_refused_with_the_known_ones():
 
 def test_single_step_commands_take_cluster_settings_only(tmp_path, monkeypatch):
     from components.config.sections import ConfigError
-    from flows.runtime.steps import cluster_settings, stages_doc
+    from flows.planning.step_commands import cluster_settings, stages_doc
 
     assert cluster_settings(["cluster.backend=ray", "cluster.resources.critic.gpus=1"]) == {
         "backend": "ray",

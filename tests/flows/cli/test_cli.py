@@ -215,11 +215,12 @@ FAKE_METRICS = {
     "mean_turns": 1.0,
     "answered_rate": 1.0,
     "mlflow_run_id": "fake",
+    "summary": "  n  1",
 }
 
 
 def eval_params_of(monkeypatch, args):
-    """`sweetflow eval ARGS` run up to the flow, which is not run: (result, the flow's parameters)."""
+    """`sweetflow eval ARGS` run up to the flow, which is not run: (result, the plan it was given)."""
     from flows.cli import commands as cli
 
     seen = {}
@@ -233,12 +234,10 @@ def eval_params_of(monkeypatch, args):
 
 
 def test_eval_plays_a_profile_with_overrides_and_its_own_flags_win(monkeypatch, prepared_model_dir):
-    from flows.eval_flow import resolve
-
     args = ["--profile", "default", "-S", "episode.max_turns=2", "-S", "eval.limit=7", "--limit", "5"]
     result, params = eval_params_of(monkeypatch, [*args, "-S", "eval.seeds=[1, 2]"])
     assert result.exit_code == 0, result.output
-    doc = resolve(params)
+    doc = params.doc
     assert doc["task"] == {"name": "elicitation"} and "elicitation" in doc and "data" not in doc
     assert doc["episode"]["max_turns"] == 2  # -S over the profile's 3
     assert (doc["episode"]["max_tokens"], doc["episode"]["temperature"]) == (24, 0.7)  # the profile's
@@ -247,14 +246,13 @@ def test_eval_plays_a_profile_with_overrides_and_its_own_flags_win(monkeypatch, 
 
 
 def test_eval_without_a_profile_resolves_as_before(monkeypatch, prepared_model_dir):
-    from flows.eval_flow import EvalParams, resolve
     from flows.planning.plan import ZERO_SHOT
-    from flows.runtime.steps import stages_doc, task_name
+    from flows.planning.step_commands import EvalParams, eval_run, stages_doc, task_name
 
-    assert resolve(EvalParams()) == stages_doc([ZERO_SHOT], task_name(None), {})
+    assert eval_run(EvalParams()).doc == stages_doc([ZERO_SHOT], task_name(None), {})
     result, params = eval_params_of(monkeypatch, ["--limit", "3", "-S", "cluster.local_cpus=2"])
     assert result.exit_code == 0, result.output
-    doc = resolve(params)
+    doc = params.doc
     assert doc["eval"]["limit"] == 3 and doc["cluster"]["local_cpus"] == 2
     assert doc["episode"]["max_turns"] == 10  # params.yaml's base
 
@@ -262,13 +260,11 @@ def test_eval_without_a_profile_resolves_as_before(monkeypatch, prepared_model_d
 def test_eval_best_of_reads_the_critic_sections_and_may_write_outside_the_project(
     monkeypatch, tmp_path, prepared_model_dir
 ):
-    from flows.eval_flow import resolve
-
     args = ["--profile", "default", "--best-of", "4", "--critic", "base", "-S", "critic.beta=0.2"]
     result, params = eval_params_of(monkeypatch, [*args, "-S", "ranking.max_batch=4", "--out", str(tmp_path / "bon")])
     assert result.exit_code == 0, result.output
     assert "best-of-4 ranked by critic base" in result.output
-    doc = resolve(params)
+    doc = params.doc
     assert (
         doc["critic"]["beta"] == 0.2
         and doc["ranking"]["max_batch"] == 4

@@ -40,7 +40,7 @@ def test_eval_deployment_has_the_cron_schedule_and_the_parameter_form(client):
 
     dep = client.read_deployment_by_name("sweetflow-eval/it-nightly")
     assert dep.id == deployment_id
-    assert dep.entrypoint == "flows.eval_flow.eval_flow" and "sweetflow" in dep.tags
+    assert dep.entrypoint == "flows.steps_flow.eval_flow" and "sweetflow" in dep.tags
     (schedule,) = dep.schedules
     assert schedule.schedule.cron == CRON and schedule.active
     assert not dep.paused
@@ -110,7 +110,7 @@ def test_process_work_pool_deployment_runs_the_checkout_in_place(client):
     assert pool.type == "process"
     dep = client.read_deployment(deployment_id)
     assert dep.work_pool_name == "it-process-pool"
-    assert dep.entrypoint == "flows/eval_flow.py:eval_flow"
+    assert dep.entrypoint == "flows/steps_flow.py:eval_flow"
     assert dep.pull_steps == [{"prefect.deployments.steps.set_working_directory": {"directory": str(REPO)}}]
     assert dep.schedules[0].schedule.cron == CRON
     assert "EvalParams" in dep.parameter_openapi_schema["definitions"]
