@@ -7,9 +7,10 @@ from pathlib import Path
 from components.config.training import Algo
 from components.data.records import Trajectory, read_jsonl, write_jsonl
 from components.episodes.metrics import win_rate
-from flows.pipeline_flow import Iteration, results_table
 from flows.planning.plan import RunPlan
 from flows.runtime import inputs
+from flows.runtime.iterations import Iteration
+from flows.tracking.run_report import results_table
 from tests.factories import make_trajectory
 
 

@@ -7,8 +7,9 @@ from pathlib import Path
 
 from components.config.training import Algo
 from components.tracking.critic_report import critic_quality_table
-from flows.pipeline_flow import Iteration, results_table
 from flows.planning.plan import RunPlan
+from flows.runtime.iterations import Iteration
+from flows.tracking.run_report import results_table
 
 QUALITY = {
     "tie_tolerance": 1e-4,
