@@ -96,14 +96,13 @@ def with_generator(task: str, stages: Sequence[str]) -> list[str]:
 
 class StepsRun(BaseModel):
     """What a single-step command runs: `stages` of the catalogue on the resolved parameters `doc`,
-    in `folder` (its params.yaml and dvc.yaml), tracked in the MLflow experiment `experiment`: one
-    stage as the run `run_name`, or (`nested`) each stage as a run nested under a parent of that name."""
+    in `folder` (its params.yaml and dvc.yaml), tracked in the MLflow experiment `experiment` (both
+    from the command's own section of `doc`): one stage as the run `run_name`, or (`nested`) each
+    stage as a run nested under a parent of that name."""
 
     command: Literal["eval", "rollouts", "train"]
     doc: dict[str, Any]
     stages: list[str] = Field(description="the tracked stages in order (a task's generator runs first, untracked)")
-    folder: str
-    experiment: str
     run_name: str
     tags: dict[str, str] = Field(default_factory=dict)
     nested: bool = Field(False, description="each stage a nested run under a parent run (train)")
@@ -112,6 +111,14 @@ class StepsRun(BaseModel):
     critic: Optional[str] = None
     register_model: bool = Field(False, description="eval: the evaluated model goes through the registry gate")
     products: dict[str, str] = Field(default_factory=dict, description="what the command reports it made")
+
+    @property
+    def folder(self) -> str:
+        return self.doc[self.command]["out_dir"]
+
+    @property
+    def experiment(self) -> str:
+        return self.doc[self.command]["experiment"]
 
     @property
     def generators(self) -> list[str]:
@@ -189,8 +196,6 @@ def eval_run(params: EvalParams) -> StepsRun:
         command="eval",
         doc=resolved,
         stages=[ZERO_SHOT],
-        folder=cfg["out_dir"],
-        experiment=cfg["experiment"],
         run_name=f"eval {Path(cfg['model']).name} on {task}{best}",
         tags=tags,
         best_of=params.best_of,
@@ -241,8 +246,6 @@ def rollouts_run(params: RolloutsParams) -> StepsRun:
         command="rollouts",
         doc=doc,
         stages=[ROLLOUTS],
-        folder=cfg["out_dir"],
-        experiment=cfg["experiment"],
         run_name=f"rollouts {Path(cfg['model']).name} k={cfg['per_task']} on {task}",
         tags={"sweetflow.task": task},
     )
@@ -281,8 +284,6 @@ def train_run(params: TrainParams) -> StepsRun:
         command="train",
         doc=doc,
         stages=list(training_stages(algo, doc)),
-        folder=cfg["out_dir"],
-        experiment=cfg["experiment"],
         run_name=f"train {algo}",
         nested=True,
         algo=algo,
