@@ -9,6 +9,7 @@ corrupt or foreign file is reported (file, line, field) before any step uses it.
 the hub answers within a few seconds first, so offline it fails at once with a clear message
 instead of hanging in retries.
 """
+
 from __future__ import annotations
 
 import logging

@@ -4,6 +4,7 @@ Every row is validated on read: a bad row raises `RecordError` naming the file, 
 and the offending field, so nothing downstream runs on invalid data (docs/design.md convention 4).
 Writers append and flush row by row, so a crash loses at most the row being written.
 """
+
 from __future__ import annotations
 
 import json

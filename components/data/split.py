@@ -6,6 +6,7 @@ to `eval` when the first 8 bytes of sha256(salt + task_id), read as an integer, 
 does not depend on file order, survives appending tasks, and changes only with the salt.
 With hub data (`--from-hub`) the official train and test files are used as they are.
 """
+
 from __future__ import annotations
 
 import hashlib

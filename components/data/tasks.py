@@ -6,6 +6,7 @@ information the simulated human may draw on (`hidden_information`, equal to the 
 this release) and ten test calls whose expected values are the reference's outputs (docs/algorithms.md).
 A frontend task is a short description of a web page and the reference page (HTML with Tailwind).
 """
+
 from __future__ import annotations
 
 import hashlib
