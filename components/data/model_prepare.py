@@ -19,11 +19,13 @@ Both transformers and vLLM load the folder. Pitfalls handled:
 
 Idempotent: when the manifest exists, names the same GGUF sha256 and every listed file exists,
 `run` does nothing. The folder is built in a temporary sibling directory and renamed into place,
-so a crash never leaves a half folder; a file lock serialises concurrent callers.
+so a crash never leaves a half folder; a file lock serialises concurrent callers (`build`, which
+components/data/tiny_model.py shares).
 
 `resolve_model` turns a local folder or a hub id into something `from_pretrained` and vLLM accept,
 failing fast and clearly when the hub is unreachable (this project's machines are offline).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,6 +39,7 @@ import socket
 import threading
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Callable
 
 DEFAULT_OUT = Path("models/smollm2-135m-instruct")
 MANIFEST = "sweetflow_manifest.json"
@@ -95,9 +98,14 @@ def _lock(out_dir: Path):
 
 def run(out_dir: Path = DEFAULT_OUT) -> Path:
     """Convert the shipped GGUF into an HF folder at `out_dir` (no-op when already complete)."""
-    out_dir = Path(out_dir)
     gguf = find_gguf()
-    sha = file_sha256(gguf)
+    return build(Path(out_dir), gguf.name, file_sha256(gguf), lambda dest: _convert(gguf, dest))
+
+
+def build(out_dir: Path, source: str, sha: str, make: Callable[[Path], None]) -> Path:
+    """The model folder `out_dir`, made by `make(folder)` unless already complete for `sha`: built in a
+    temporary sibling under the file lock, the manifest (naming `source` and `sha`) written last, then
+    renamed into place."""
     if is_complete(out_dir, sha):
         return out_dir
     out_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -107,8 +115,8 @@ def run(out_dir: Path = DEFAULT_OUT) -> Path:
         tmp = out_dir.parent / f".{out_dir.name}.tmp-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         try:
-            _convert(gguf, tmp)
-            _write_manifest(tmp, gguf, sha)
+            make(tmp)
+            _write_manifest(tmp, source, sha)
             if out_dir.exists():  # stale or incomplete folder from an older run
                 shutil.rmtree(out_dir)
             tmp.rename(out_dir)
@@ -179,11 +187,11 @@ def _check_saved(dest: Path, eos_id: int) -> None:
         raise ValueError(f"saved chat template is not ChatML: {rendered!r}")
 
 
-def _write_manifest(dest: Path, gguf: Path, sha: str) -> None:
+def _write_manifest(dest: Path, source: str, sha: str) -> None:
     files = sorted(p.name for p in dest.iterdir() if p.is_file())
     for name in files:  # safetensors writes 0600; the folder is shared by every stage and user
         (dest / name).chmod(0o644)
-    manifest = {"source": gguf.name, "source_sha256": sha, "files": files}
+    manifest = {"source": source, "source_sha256": sha, "files": files}
     (dest / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
 
 

@@ -1,6 +1,6 @@
 """What a pipeline run needs before its stages: the data (pulled through DVC) and the base model
-(the embedded default is prepared when missing), and whether an iteration's data hold a learning
-signal. Wiring only."""
+(the embedded default, and the tiny model, are prepared when missing), and whether an iteration's
+data hold a learning signal. Wiring only."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any
 from components.config.training import Algo
 from components.data.model_prepare import is_complete, resolve_model
 from components.data.pull import dvc_pull
+from components.data.tiny_model import TINY_OUT as TINY_MODEL
 from flows.planning.plan import ROLLOUTS, RunPlan, interpolate
 from flows.runtime.project_lock import project_step
 
@@ -56,15 +57,25 @@ def check_offline(plan: RunPlan) -> None:
 
 
 def prepare_model(plan: RunPlan) -> str:
-    """The base model: the embedded default is prepared when missing; any other must resolve."""
+    """The base model: the embedded default, or the tiny model (after the default, whose tokenizer it
+    takes), is prepared when missing; any other must resolve."""
     base = plan.doc["cory" if plan.single_turn else "train"]["model"]
-    if Path(base) == DEFAULT_MODEL and not is_complete(DEFAULT_MODEL):
-        with project_step("model preparation", plan.run_dir):
-            if not is_complete(DEFAULT_MODEL):  # another run may have prepared it meanwhile
-                subprocess.run([sys.executable, "-m", "components.data.model_prepare", "--out", base], check=True)
+    if Path(base) in (DEFAULT_MODEL, TINY_MODEL):
+        _prepare(DEFAULT_MODEL, "components.data.model_prepare", plan)
+    if Path(base) == TINY_MODEL:
+        _prepare(TINY_MODEL, "components.data.tiny_model", plan)
     for model in {base, *([] if plan.single_turn else [plan.doc["critic"]["model"]])}:
         resolve_model(model)
     return base
+
+
+def _prepare(folder: Path, module: str, plan: RunPlan) -> None:
+    """`python -m module --out folder` unless the folder is complete, one run at a time."""
+    if is_complete(folder):
+        return
+    with project_step("model preparation", plan.run_dir):
+        if not is_complete(folder):  # another run may have prepared it meanwhile
+            subprocess.run([sys.executable, "-m", module, "--out", str(folder)], check=True)
 
 
 def no_signal(algo: Algo, stage: str, metrics: dict[str, Any], rft_min_score: float = 1.0) -> str | None:

@@ -93,3 +93,17 @@ def test_resolve_model_probes_the_hub_once_and_goes_offline(monkeypatch):
         model_prepare.resolve_model("someorg/some-model-that-is-not-cached")
     assert os.environ["HF_HUB_OFFLINE"] == "1"
     assert not model_prepare._hub_reachable("host.invalid", timeout=2)
+
+
+def test_tiny_model_is_seeded_complete_and_made_once(tiny_model_dir, prepared_model_dir, tmp_path):
+    from components.data import tiny_model
+
+    assert model_prepare.is_complete(tiny_model_dir, tiny_model.recipe_sha256(prepared_model_dir))
+    again = tiny_model.run(tmp_path / "tiny-llama", prepared_model_dir)
+    weights = (again / "model.safetensors").read_bytes()
+    assert weights == (tiny_model_dir / "model.safetensors").read_bytes()  # seed 0: the same weights
+    stamp = (again / "model.safetensors").stat().st_mtime_ns
+    assert tiny_model.run(again, prepared_model_dir) == again
+    assert (again / "model.safetensors").stat().st_mtime_ns == stamp
+    with pytest.raises(FileNotFoundError, match="not a prepared model folder"):
+        tiny_model.run(tmp_path / "other", tmp_path / "no-model")
