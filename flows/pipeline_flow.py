@@ -53,8 +53,9 @@ def pipeline_flow(params: PipelineParams = PipelineParams()) -> dict:
         return moved  # a served deployment asked for Ray
     tracking.configure()  # before any work: a tracking server that does not answer fails the run now
     pull_data_task(plan)
-    inputs.check_offline(plan)  # before any step: offline trajectories of held-out tasks are refused
     base = prepare_model_task(plan)
+    inputs.prepare_demonstrations(plan, base)  # the tiny profile's scored rollouts, written when missing
+    inputs.check_offline(plan)  # before any step: offline trajectories of held-out tasks are refused
     experiment = tracking.experiment_id(DEFAULT_EXPERIMENT)
     with (
         run_engine(plan.doc, cluster_config(plan.doc), base, plan.run_dir),

@@ -11,7 +11,7 @@ tells them apart, is not learnt by the tiny random-init model in a test's budget
 advantage 0.38 for the deciding question vs 0.40 for the other-topic one.)
 
 Trajectories carry real chat-template token ids built like the rollout driver builds them
-(components.episodes.tokens), so the critic and actor code paths are the production ones.
+(components/episodes/scripted.py), so the critic and actor code paths are the production ones.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from components.data.records import Trajectory, Turn
+from components.data.records import Trajectory
 from components.data.tasks import BackendTask
-from components.episodes.tokens import DialogueTokens
+from components.episodes.scripted import scripted_trajectory as dialogue
 
 TOPICS = ["threshold", "separator", "prefix", "timeout", "currency", "encoding"]
 REPLY = "Please decide that yourself."
@@ -78,50 +78,6 @@ def episode(tokenizer, task: BackendTask, index: int, actions: list[str], sample
         ANSWER,
         float(success),
         sample,
-    )
-
-
-def dialogue(
-    tokenizer, task_id: str, index: int, opening: list[str], actions: list[str], replies: list[str], answer: str,
-    score: float, sample: int,
-) -> Trajectory:  # fmt: skip
-    """A trajectory of `actions` (each answered by its reply), then `answer`, with `score`: its turns
-    carry the chat-template token ids the rollout driver would build from (system, request) `opening`."""
-    tokens = DialogueTokens(tokenizer)
-    eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
-    messages = [{"role": "system", "content": opening[0]}, {"role": "user", "content": opening[1]}]
-    prompt = tokens.start(messages)
-    turns = []
-    for k, (action, reply) in enumerate(zip(actions + [answer], replies + [None])):
-        response = tokenizer.encode(action, add_special_tokens=False) + [eos]
-        turns.append(
-            Turn(
-                index=k,
-                action=action,
-                prompt_ids=prompt,
-                response_ids=response,
-                response_logprobs=[0.0] * len(response),
-                observation=reply,
-            )
-        )
-        messages.append({"role": "assistant", "content": action})
-        if reply is not None:
-            messages.append({"role": "user", "content": reply})
-            prompt, _ = tokens.extend(prompt + response, messages)
-    return Trajectory(
-        task_id=task_id,
-        task_index=index,
-        run_seed=0,
-        sample=sample,
-        seed=sample,
-        messages=messages,
-        turns=turns,
-        answer=answer,
-        answered=True,
-        score=score,
-        passed=int(score == 1.0),
-        total=1,
-        success=score == 1.0,
     )
 
 

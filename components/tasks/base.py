@@ -17,7 +17,9 @@ A task owns:
   its metrics are broken down by (`group`, e.g. a held-out domain), plus `score_alias`, an older
   name of `mean_score` its metrics keep (ColBench backend: `tests_passed`);
 - optionally, the exact value of one agent turn (`turn_value`, e.g. elicitation's), against which
-  the critic's turn rankings are measured.
+  the critic's turn rankings are measured, and scripted, scored demonstrations (`demonstrations`:
+  the module writing them, named, not imported, so no stage depends on it) for a run whose agent
+  never scores (the `tiny` profile).
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ class Task(ABC):
     offline_simulators: ClassVar[tuple[str, ...]]  # deterministic simulator kinds besides `llm`
     score_alias: ClassVar[str | None] = None
     generator: ClassVar[str | None] = None  # the catalogue stage writing the records (None: pulled data)
+    demonstrations: ClassVar[str | None] = None  # module with FILE and write(task, model, n_tasks, max_turns)
     pair_rule: ClassVar[str] = "best"  # trajectory pairs under pairs.rule auto (components/stages/pairs.py)
 
     def __init__(self, configs: dict[str, Any]) -> None:

@@ -4,6 +4,7 @@ data hold a learning signal. Wiring only."""
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ from flows.planning.plan import ROLLOUTS, RunPlan, interpolate
 from flows.runtime.project_lock import project_step
 
 DEFAULT_MODEL = Path("models/smollm2-135m-instruct")
+DEMONSTRATED_TASKS = 32  # training tasks a run without a rollouts limit gets demonstrations of
 
 
 def data_files(plan: RunPlan) -> list[Path]:
@@ -54,6 +56,26 @@ def check_offline(plan: RunPlan) -> None:
     task = cls({s: SECTIONS[s].model_validate(plan.doc[s]) for s in cls.sections})
     if task.tasks_file(Split.eval).exists():
         offline_trajectories(Path(path), task)
+
+
+def prepare_demonstrations(plan: RunPlan, model: str) -> None:
+    """`rollouts.offline`, when it names the file of the task's scripted demonstrations (the task's
+    `demonstrations` module) and is missing, written on `model`'s tokenizer: the `tiny` profile's
+    learning signal, since a random-weight agent never scores."""
+    path = None if plan.single_turn else plan.doc.get("rollouts", {}).get("offline")
+    module = plan.task_class.demonstrations
+    if path is None or module is None or Path(path).exists():
+        return
+    writer = importlib.import_module(module)
+    if Path(path) != writer.FILE:
+        return
+    from components.config.schema import SECTIONS
+
+    cls, limit = plan.task_class, plan.doc["rollouts"]["limit"]
+    task = cls({s: SECTIONS[s].model_validate(plan.doc[s]) for s in cls.sections})
+    with project_step("scripted demonstrations", plan.run_dir):
+        if not Path(path).exists():  # another run may have written them meanwhile
+            writer.write(task, model, limit or DEMONSTRATED_TASKS, plan.doc["episode"]["max_turns"])
 
 
 def prepare_model(plan: RunPlan) -> str:

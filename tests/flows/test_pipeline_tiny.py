@@ -2,8 +2,8 @@
 links the session's default and tiny models (that a run makes the tiny one when missing:
 tests/flows/runtime/test_inputs.py). The run generates the elicitation tasks, and every SWEET-RL step
 of iteration 1 runs on the hf engine, one optimizer step per training stage. The tiny model's own
-answers score 0, so iteration 1 trains on scored offline rollouts of training tasks
-(-S rollouts.offline). Real Prefect, DVC and MLflow (80-100 s on 2 idle cores)."""
+answers score 0, so iteration 1 trains on the task's scripted, scored demonstrations, which the run
+writes first. Real Prefect, DVC and MLflow (80-100 s on 2 idle cores)."""
 
 from __future__ import annotations
 
@@ -15,15 +15,15 @@ from pathlib import Path
 import pytest
 import yaml
 
+from components.data.records import Trajectory, read_jsonl
 from tests.conftest import git_dvc_project
-from tests.pipeline_helpers import SWEET_STAGES, elicitation_offline
+from tests.pipeline_helpers import SWEET_STAGES
 
 pytestmark = pytest.mark.integration
 
 
 def test_tiny_profile_runs_every_sweet_rl_step(project_dir, prepared_model_dir, tiny_model_dir):
     from mlflow import MlflowClient
-    from transformers import AutoTokenizer
 
     from flows.planning.profiles import resolve
 
@@ -31,13 +31,12 @@ def test_tiny_profile_runs_every_sweet_rl_step(project_dir, prepared_model_dir, 
     (project_dir / "models").mkdir()
     for model in (prepared_model_dir, tiny_model_dir):
         (project_dir / "models" / model.name).symlink_to(model)
-    turns = resolve("tiny")["episode"]["max_turns"]
-    offline = elicitation_offline(project_dir, AutoTokenizer.from_pretrained(prepared_model_dir), 4, turns)
     cmd = [str(Path(sys.executable).parent / "sweetflow"), "run", "--profile", "tiny"]
-    done = subprocess.run(
-        [*cmd, "-S", f"rollouts.offline={offline}"], cwd=project_dir, capture_output=True, text=True, timeout=300
-    )
+    done = subprocess.run(cmd, cwd=project_dir, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
+
+    demos = list(read_jsonl(project_dir / resolve("tiny")["rollouts"]["offline"], Trajectory))  # written by the run
+    assert sorted(t.score for t in demos) == [0.0, 0.0, 1.0, 1.0]  # two training tasks, answered right and not
 
     [run_dir] = (project_dir / "runs" / "pipeline").iterdir()
     assert run_dir.name.startswith("sweet-elicitation-tiny-")

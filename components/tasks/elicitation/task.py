@@ -155,6 +155,7 @@ class ElicitationTask(Task):
     file_key = "elicitation.file"
     offline_simulators = ("rules",)
     generator = "elicitation_tasks"
+    demonstrations = "components.tasks.elicitation.demonstrations"
 
     def tasks_file(self, split: Split) -> Path:
         return self.configs["elicitation"].file
