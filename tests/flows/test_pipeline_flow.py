@@ -52,6 +52,7 @@ def _runs(parent: str | None = None) -> list:
     return mlflow.search_runs(experiment_names=["sweetflow-pipeline"], filter_string=where, output_format="list")
 
 
+@pytest.mark.slow  # two smoke runs, minutes: `make test` keeps the tiny profile's run (test_pipeline_tiny.py)
 def test_smoke_pipeline_tracks_every_step_and_a_second_run_skips_them(overrides, project_dir):
     import mlflow
     from mlflow import MlflowClient

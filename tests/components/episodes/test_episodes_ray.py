@@ -59,6 +59,7 @@ def on_local_ray(ray, run):
         ray.shutdown()
 
 
+@pytest.mark.slow  # a local Ray cluster and two engine actors, minutes on 2 cores: CI runs it in `make test-slow`
 def test_two_engines_on_ray_give_one_engines_records(tmp_path, monkeypatch, tiny_model_dir):
     ray = pytest.importorskip("ray")
     if not TASKS_FILE.exists():
