@@ -63,10 +63,9 @@ def prepare_demonstrations(plan: RunPlan, model: str) -> None:
     `demonstrations` module) and is missing, written on `model`'s tokenizer: the `tiny` profile's
     learning signal, since a random-weight agent never scores."""
     path = None if plan.single_turn else plan.doc.get("rollouts", {}).get("offline")
-    module = plan.task_class.demonstrations
-    if path is None or module is None or Path(path).exists():
+    if path is None or Path(path).exists() or plan.task_class.demonstrations is None:
         return
-    writer = importlib.import_module(module)
+    writer = importlib.import_module(plan.task_class.demonstrations)
     if Path(path) != writer.FILE:
         return
     from components.config.schema import SECTIONS
