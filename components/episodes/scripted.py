@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from components.data.model_prepare import EOS_TOKEN
 from components.data.records import Trajectory, Turn
 from components.episodes.tokens import DialogueTokens
-
-END_OF_TURN = "<|im_end|>"
 
 
 def scripted_trajectory(
@@ -23,7 +22,7 @@ def scripted_trajectory(
     """A trajectory of `actions` (each answered by its reply), then `answer`, with `score`: its turns
     carry the chat-template token ids the rollout driver would build from (system, request) `opening`."""
     tokens = DialogueTokens(tokenizer)
-    eos = tokenizer.convert_tokens_to_ids(END_OF_TURN)
+    eos = tokenizer.convert_tokens_to_ids(EOS_TOKEN)
     messages = [{"role": "system", "content": opening[0]}, {"role": "user", "content": opening[1]}]
     prompt = tokens.start(messages)
     turns = []

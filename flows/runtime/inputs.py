@@ -45,15 +45,13 @@ def check_offline(plan: RunPlan) -> None:
     """Refuse `rollouts.offline` trajectories of evaluation-split tasks before any step runs, when the
     task's records exist already (a generated task's appear with its first step: then the rollouts
     step refuses them, components.stages.rollouts)."""
-    path = None if plan.single_turn else plan.doc.get("rollouts", {}).get("offline")
+    path = _offline(plan)
     if not path:
         return
-    from components.config.schema import SECTIONS
     from components.data.split import Split
     from components.stages.rollouts import offline_trajectories
 
-    cls = plan.task_class
-    task = cls({s: SECTIONS[s].model_validate(plan.doc[s]) for s in cls.sections})
+    task = _task(plan)
     if task.tasks_file(Split.eval).exists():
         offline_trajectories(Path(path), task)
 
@@ -62,19 +60,29 @@ def prepare_demonstrations(plan: RunPlan, model: str) -> None:
     """`rollouts.offline`, when it names the file of the task's scripted demonstrations (the task's
     `demonstrations` module) and is missing, written on `model`'s tokenizer: the `tiny` profile's
     learning signal, since a random-weight agent never scores."""
-    path = None if plan.single_turn else plan.doc.get("rollouts", {}).get("offline")
+    path = _offline(plan)
     if path is None or Path(path).exists() or plan.task_class.demonstrations is None:
         return
     writer = importlib.import_module(plan.task_class.demonstrations)
     if Path(path) != writer.FILE:
         return
-    from components.config.schema import SECTIONS
-
-    cls, limit = plan.task_class, plan.doc["rollouts"]["limit"]
-    task = cls({s: SECTIONS[s].model_validate(plan.doc[s]) for s in cls.sections})
+    limit = plan.doc["rollouts"]["limit"]
     with project_step("scripted demonstrations", plan.run_dir):
         if not Path(path).exists():  # another run may have written them meanwhile
-            writer.write(task, model, limit or DEMONSTRATED_TASKS, plan.doc["episode"]["max_turns"])
+            writer.write(_task(plan), model, limit or DEMONSTRATED_TASKS, plan.doc["episode"]["max_turns"])
+
+
+def _offline(plan: RunPlan) -> str | None:
+    """The run's `rollouts.offline` file (None: it samples its rollouts, or plays a single-turn task)."""
+    return None if plan.single_turn else plan.doc.get("rollouts", {}).get("offline")
+
+
+def _task(plan: RunPlan):
+    """The collaborative task the run plays, built from its validated sections."""
+    from components.config.schema import SECTIONS
+
+    cls = plan.task_class
+    return cls({s: SECTIONS[s].model_validate(plan.doc[s]) for s in cls.sections})
 
 
 def prepare_model(plan: RunPlan) -> str:
