@@ -13,3 +13,21 @@ def alive(pid: int) -> bool:
     except (FileNotFoundError, ProcessLookupError):
         return False
     return state != "Z"
+
+
+def describe(roles: dict[str, list[int]]) -> str:
+    """What a test that waited too long knows of its processes: per pid, its state, parent, signal
+    masks and the kernel function it sleeps in (or that it is gone)."""
+    keys = ("State", "PPid", "SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt")
+    lines = []
+    for role, pids in roles.items():
+        for pid in pids:
+            try:
+                status = Path(f"/proc/{pid}/status").read_text().splitlines()
+                wchan = Path(f"/proc/{pid}/wchan").read_text()
+            except (FileNotFoundError, ProcessLookupError):
+                lines.append(f"{role} {pid}: gone")
+                continue
+            fields = ", ".join(line.replace("\t", " ") for line in status if line.startswith(keys))
+            lines.append(f"{role} {pid}: {fields}, waiting in {wchan or '-'}")
+    return "timed out; processes:\n" + "\n".join(lines)

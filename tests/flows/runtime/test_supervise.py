@@ -16,25 +16,28 @@ from pathlib import Path
 import pytest
 
 from flows.runtime import supervise
-from tests.processes import alive
+from tests.processes import alive, describe
 
 WORKER = textwrap.dedent(
     """
     import os, signal, subprocess, sys, time
     from flows.runtime.supervise import mark_step
-    stubborn = subprocess.Popen([sys.executable, "-c",
-        "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(300)"])
-    step = subprocess.Popen(["sleep", "300"], process_group=0)
-    mark_step("step rollouts [rollouts] (log: runs/x/logs/rollouts.log)")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # as flows/cli/commands.py's worker does
     if sys.argv[1] == "stuck":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    print("pids", stubborn.pid, step.pid, flush=True)
-    try:
+    stubborn = step = None
+    try:  # the test signals after "pids": the SystemExit always lands inside this try
+        stubborn = subprocess.Popen([sys.executable, "-c",
+            "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); time.sleep(300)"])
+        step = subprocess.Popen(["sleep", "300"], process_group=0)
+        mark_step("step rollouts [rollouts] (log: runs/x/logs/rollouts.log)")
+        print("pids", stubborn.pid, step.pid, flush=True)
         time.sleep(300)
     finally:  # SystemExit: stop the step and the server, as the real worker does
-        os.killpg(step.pid, signal.SIGTERM)
-        stubborn.kill()
+        if step is not None:
+            os.killpg(step.pid, signal.SIGTERM)
+        if stubborn is not None:
+            stubborn.kill()
     """
 )
 SUPERVISOR = "import sys; from flows.runtime.supervise import supervise; sys.exit(supervise(sys.argv[1:]))"
@@ -68,8 +71,12 @@ def start(mode: str, sigint_ignored: bool = False):
 def test_an_interrupt_ends_the_worker_its_step_and_its_servers(mode, sig, to_group, limit, ignored):
     proc, children = start(mode, ignored)
     sent = time.monotonic()
+    workers = children_of(proc.pid)
     (os.killpg if to_group else os.kill)(proc.pid, sig)
-    _, err = proc.communicate(timeout=limit + 5)
+    try:
+        _, err = proc.communicate(timeout=limit + 5)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(describe({"supervisor": [proc.pid], "worker": workers, "children": children})) from None
     elapsed = time.monotonic() - sent
     assert proc.returncode == 128 + sig and elapsed < limit
     assert f"interrupted ({sig.name}) during step rollouts [rollouts] (log: runs/x/logs/rollouts.log)" in err
