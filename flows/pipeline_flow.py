@@ -37,6 +37,7 @@ from flows.runtime import inputs
 from flows.runtime.cluster import cluster_config, moved_to_cluster
 from flows.runtime.iterations import Iteration, log_progress, run_baseline, run_iteration
 from flows.runtime.run_engine import run_engine
+from flows.runtime.stage_server import stage_server
 from flows.runtime.steps import check_inside_project
 from flows.tracking.links import link_mlflow_run, prefect_tags
 from flows.tracking.run_report import results_table, summary_table
@@ -46,11 +47,16 @@ from flows.tracking.run_report import results_table, summary_table
 def pipeline_flow(params: PipelineParams = PipelineParams()) -> dict:
     """SWEET-RL (or a baseline) end to end: evaluate the base model, then N iterations of rollouts,
     training and evaluation; or CORY/PPO on a single-turn task; every step DVC-versioned and tracked in MLflow."""
-    import mlflow
-
     plan = resolve(params)
     if (moved := moved_to_cluster(pipeline_flow, cluster_config(plan.doc), params)) is not None:
         return moved  # a served deployment asked for Ray
+    with stage_server(cluster_config(plan.doc), plan.run_dir / "logs"):  # importing torch meanwhile
+        return _run(params, plan)
+
+
+def _run(params: PipelineParams, plan: RunPlan) -> dict:
+    import mlflow
+
     tracking.configure()  # before any work: a tracking server that does not answer fails the run now
     pull_data_task(plan)
     base = prepare_model_task(plan)

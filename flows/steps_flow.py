@@ -33,6 +33,7 @@ from flows.planning.plan import ZERO_SHOT, write_stages
 from flows.planning.step_commands import EvalParams, StepsRun, eval_run
 from flows.runtime.best_of import best_of_step
 from flows.runtime.cluster import cluster_config, moved_to_cluster, run_step
+from flows.runtime.stage_server import stage_server
 from flows.runtime.stage_tasks import gate, place, run_tracked, track
 from flows.runtime.steps import check_step_folder, format_table
 
@@ -43,6 +44,11 @@ def steps_flow(run: StepsRun) -> dict[str, Any]:
     (or every stage's under `steps`), the MLflow run id, what the command made and its summary."""
     if (moved := moved_to_cluster(steps_flow, cluster_config(run.doc), run)) is not None:
         return moved  # a served deployment asked for Ray
+    with stage_server(cluster_config(run.doc), Path(run.folder) / "logs"):  # importing torch meanwhile
+        return _steps(run)
+
+
+def _steps(run: StepsRun) -> dict[str, Any]:
     tracking.configure()
     experiment = tracking.experiment_id(run.experiment)
     if run.best_of is not None:

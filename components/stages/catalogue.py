@@ -410,12 +410,17 @@ def _imported(path: Path) -> set[Path]:
             names.add(node.module)
             names.update(f"{node.module}.{alias.name}" for alias in node.names)  # `from pkg import module`
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.endswith(".py"):
-            sibling = path.with_name(node.value)
-            files.update([sibling] if "/" not in node.value and sibling.exists() else [])
+            sibling = path.with_name(node.value) if "/" not in node.value else None
+            files.update([sibling] if sibling is not None and sibling.exists() else [])
     for name in names:
         parts = name.split(".")
         files.update(f for f in (_module_file(".".join(parts[:i])) for i in range(1, len(parts) + 1)) if f)
     return files
+
+
+# How a stage process starts (in a fork of the run's stage server or on its own), never what it
+# computes: editing these must not re-run finished steps.
+WHERE_A_STAGE_RUNS = ("components/stages/__init__.py", "components/stages/handover.py")
 
 
 @lru_cache(maxsize=None)
@@ -434,7 +439,8 @@ def code_deps(module: str) -> tuple[str, ...]:
         if path not in seen:
             seen.add(path)
             todo.extend(_imported(path) - seen)
-    return tuple(sorted(str(p.relative_to(CODE_ROOT)) for p in seen if _has_code(p)))
+    files = (str(p.relative_to(CODE_ROOT)) for p in seen if _has_code(p))
+    return tuple(sorted(f for f in files if f not in WHERE_A_STAGE_RUNS))
 
 
 def uncovered(module: str, deps: list[str]) -> list[str]:

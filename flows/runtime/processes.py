@@ -16,6 +16,18 @@ import time
 from pathlib import Path
 
 
+def die_with_parent() -> None:
+    """In a child before it starts (Linux; a no-op elsewhere): SIGTERM it when its parent dies, also
+    when the parent is killed outright (SIGKILL, the OOM killer, a test's timeout), instead of leaving it
+    running unsupervised."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def group_alive(pgid: int) -> bool:
     """Whether any process of group `pgid` still runs (one of another user's counts as running)."""
     try:

@@ -32,24 +32,12 @@ import tempfile
 from pathlib import Path
 from typing import Sequence
 
-from flows.runtime.processes import kill_session
+from flows.runtime.processes import die_with_parent, kill_session
 
 SUPERVISED_ENV = "SWEETFLOW_SUPERVISED"  # set in the worker: it runs the command itself
 STEP_FILE_ENV = "SWEETFLOW_STEP_FILE"  # where the worker writes the step it is running
 GRACE_S = 10.0  # after forwarding the interrupt, the worker's time to end cleanly
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-def _die_with_parent() -> None:
-    """In the worker before it starts (Linux): SIGTERM it when this process dies, also when killed
-    outright (SIGKILL, the OOM killer, a test's timeout), instead of leaving it running unsupervised;
-    its SIGTERM handler (flows/cli/commands.py) stops the running step's group."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
 
 
 def mark_step(text: str | None) -> None:
@@ -65,7 +53,7 @@ class Supervisor:
         self.step_file, self.signals, self.child = step_file, [], None
         for sig in SIGNALS:  # before the worker exists: an interrupt at once is still forwarded and reported
             signal.signal(sig, self.on_signal)
-        self.child = subprocess.Popen(list(argv), env=env, start_new_session=True, preexec_fn=_die_with_parent)
+        self.child = subprocess.Popen(list(argv), env=env, start_new_session=True, preexec_fn=die_with_parent)
         if self.signals:
             self.child.send_signal(signal.SIGTERM)
 

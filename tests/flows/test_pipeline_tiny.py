@@ -3,7 +3,7 @@ links the session's default and tiny models (that a run makes the tiny one when 
 tests/flows/runtime/test_inputs.py). The run generates the elicitation tasks, and every SWEET-RL step
 of iteration 1 runs on the hf engine, one optimizer step per training stage. The tiny model's own
 answers score 0, so iteration 1 trains on the task's scripted, scored demonstrations, which the run
-writes first. Real Prefect, DVC and MLflow (80-100 s on 2 idle cores)."""
+writes first. Real Prefect, DVC and MLflow (about 40 s on 2 idle cores, stages forked from the stage server)."""
 
 from __future__ import annotations
 
@@ -58,3 +58,58 @@ def test_tiny_profile_runs_every_sweet_rl_step(project_dir, prepared_model_dir, 
     assert sorted(r.info.run_name for r in nested) == sorted(
         ["iter 0 eval_zero_shot", *(f"iter 1 {s}" for s in SWEET_STAGES)]
     )
+
+
+TIMINGS = ("second", "per_s", "rss")  # what may differ between two runs of the same work
+
+
+def _untimed(doc):
+    if isinstance(doc, dict):
+        return {k: _untimed(v) for k, v in doc.items() if not any(t in k for t in TIMINGS)}
+    return [_untimed(v) for v in doc] if isinstance(doc, list) else doc
+
+
+def _outputs(run_dir: Path) -> dict[str, object]:
+    """Every step's outputs by path (the run's folder named <run>): records and models by DVC's hash,
+    metrics untimed (training checkpoints hold Python's unseeded generator's state, which no two
+    processes share)."""
+    project, found = run_dir.parents[2], {}
+    for lock in sorted(run_dir.glob("iter-*/dvc.lock")):
+        for stage in yaml.safe_load(lock.read_text())["stages"].values():
+            for out in stage.get("outs", []):
+                path, key = project / out["path"], out["path"].replace(str(run_dir.relative_to(project)), "<run>")
+                if path.name.endswith(".json"):
+                    found[key] = _untimed(json.loads(path.read_text()))
+                elif path.name.endswith(".jsonl") and "metrics" in path.name:
+                    found[key] = [_untimed(json.loads(line)) for line in path.read_text().splitlines()]
+                elif path.name != "checkpoints":
+                    found[key] = out.get("md5")
+    return found
+
+
+@pytest.mark.slow  # two tiny runs (~2 min)
+def test_stages_forked_from_the_stage_server_write_what_their_own_processes_write(
+    tmp_path, prepared_model_dir, tiny_model_dir
+):
+    outputs = {}
+    for preload in ("true", "false"):
+        (tmp_path / preload).mkdir()
+        project = git_dvc_project(tmp_path / preload)
+        (project / "models").mkdir()
+        for model in (prepared_model_dir, tiny_model_dir):
+            (project / "models" / model.name).symlink_to(model)
+        cmd = [str(Path(sys.executable).parent / "sweetflow"), "run", "--profile", "tiny"]
+        done = subprocess.run(
+            [*cmd, "-S", f"cluster.preload_stages={preload}"], cwd=project, capture_output=True, text=True, timeout=300
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        [run_dir] = (project / "runs" / "pipeline").iterdir()
+        outputs[preload] = _outputs(run_dir)
+        server_log = run_dir / "logs" / "stage_server.log"
+        if preload == "true":
+            assert (
+                server_log.read_text().count("ended with exit code 0") == 2 + len(SWEET_STAGES) - 1
+            )  # all but the generator
+        else:
+            assert not server_log.exists()
+    assert len(outputs["true"]) > 20 and outputs["true"] == outputs["false"]
