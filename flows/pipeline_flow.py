@@ -50,7 +50,7 @@ def pipeline_flow(params: PipelineParams = PipelineParams()) -> dict:
     plan = resolve(params)
     if (moved := moved_to_cluster(pipeline_flow, cluster_config(plan.doc), params)) is not None:
         return moved  # a served deployment asked for Ray
-    with stage_server(cluster_config(plan.doc), plan.run_dir / "logs"):  # importing torch meanwhile
+    with stage_server(cluster_config(plan.doc), plan.run_dir / "logs", stages=2):  # importing torch meanwhile
         return _run(params, plan)
 
 

@@ -44,7 +44,7 @@ def steps_flow(run: StepsRun) -> dict[str, Any]:
     (or every stage's under `steps`), the MLflow run id, what the command made and its summary."""
     if (moved := moved_to_cluster(steps_flow, cluster_config(run.doc), run)) is not None:
         return moved  # a served deployment asked for Ray
-    with stage_server(cluster_config(run.doc), Path(run.folder) / "logs"):  # importing torch meanwhile
+    with stage_server(cluster_config(run.doc), Path(run.folder) / "logs", len(run.stages)):
         return _steps(run)
 
 

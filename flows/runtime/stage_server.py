@@ -1,8 +1,8 @@
 """The run's stage server: one process that imports torch and transformers once, from which every
 stage process of the run is forked (components/stages/handover.py: why, and what a stage sends).
 
-Lifetime: `stage_server` starts it around a pipeline or single-step run (`cluster.preload_stages`,
-backend local) and sets `$SWEETFLOW_STAGE_SERVER` to its socket, which `dvc repro` passes on to the
+Lifetime: `stage_server` starts it around a pipeline run or a single-step command of two stages or
+more (`cluster.preload_stages`, backend local) and sets `$SWEETFLOW_STAGE_SERVER` to its socket, which `dvc repro` passes on to the
 stages. The socket is bound before the imports, so a stage that starts meanwhile waits for them
 instead of doing them again. Each forked stage leads a process group of its own, which its caller
 (the stage process `dvc repro` runs) signals; when that caller's connection closes before the stage
@@ -250,9 +250,11 @@ def main(path: str) -> NoReturn:
 
 
 @contextlib.contextmanager
-def stage_server(cluster: ClusterConfig, log_dir: Path) -> Iterator[str | None]:
-    """The stage server while the block runs (its socket; None when the run has none), stopped after."""
-    if not cluster.preload_stages or cluster.backend != Backend.local:
+def stage_server(cluster: ClusterConfig, log_dir: Path, stages: int) -> Iterator[str | None]:
+    """The stage server while the block runs (its socket; None when the run has none), stopped after.
+    A command of one stage (`stages`) gets none: its process would wait for the server's imports
+    as long as it takes to do them itself."""
+    if not cluster.preload_stages or cluster.backend != Backend.local or stages < 2:
         yield None
         return
     folder = tempfile.mkdtemp(prefix="sweetflow-stages-")  # a short path: a Unix socket's is at most 107 bytes

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.integration
 def server(tmp_path_factory):
     """A running stage server (module-wide: it takes seconds to import torch), its socket and its log."""
     logs = tmp_path_factory.mktemp("logs")
-    with stage_server(ClusterConfig(), logs) as path:
+    with stage_server(ClusterConfig(), logs, stages=2) as path:
         yield path, logs / "stage_server.log"
 
 
@@ -117,8 +117,9 @@ def test_a_stage_runs_in_its_own_process_where_the_server_does_not_take_it(serve
     assert "not reached" in err
 
 
-def test_without_preloading_the_run_has_no_server(tmp_path):
+@pytest.mark.parametrize("preload, stages", [(False, 9), (True, 1)])
+def test_without_preloading_or_for_one_stage_the_run_has_no_server(tmp_path, preload, stages):
     before = os.environ.get(ENV)  # the module's server's
-    with stage_server(ClusterConfig(preload_stages=False), tmp_path) as path:
+    with stage_server(ClusterConfig(preload_stages=preload), tmp_path, stages) as path:
         assert path is None and os.environ.get(ENV) == before
     assert not (tmp_path / "stage_server.log").exists()
