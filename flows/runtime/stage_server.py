@@ -2,13 +2,14 @@
 stage process of the run is forked (components/stages/handover.py: why, and what a stage sends).
 
 Lifetime: `stage_server` starts it around a pipeline run or a single-step command of two stages or
-more (`cluster.preload_stages`, backend local) and sets `$SWEETFLOW_STAGE_SERVER` to its socket, which `dvc repro` passes on to the
-stages. The socket is bound before the imports, so a stage that starts meanwhile waits for them
-instead of doing them again. Each forked stage leads a process group of its own, which its caller
-(the stage process `dvc repro` runs) signals; when that caller's connection closes before the stage
-ends (it was killed outright), the stage's group is killed. The server ends with SIGTERM (or its
-parent's death), killing any stage still running, and is a process of the worker's session, so an
-interrupt's session sweep (flows/runtime/supervise.py) ends it with the rest.
+more (`cluster.preload_stages`, backend local) and sets `$SWEETFLOW_STAGE_SERVER` to its socket,
+which `dvc repro` passes on to the stages. The socket is bound before the imports, so a stage that
+starts meanwhile waits for them instead of doing them again. Each forked stage leads a process group
+of its own, which its caller (the stage process `dvc repro` runs) signals; when that caller's
+connection closes before the stage ends (it was killed outright), the stage's group is killed. The
+server ends with SIGTERM (or its parent's death), killing any stage still running, and is a process
+of the worker's session, so an interrupt's session sweep (flows/runtime/supervise.py) ends it with
+the rest.
 
 Writes: its own log to `<log_dir>/stage_server.log` (requests taken or refused, exit statuses).
 """
