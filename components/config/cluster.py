@@ -71,9 +71,9 @@ class ClusterConfig(_Section):
     )
     preload_stages: bool = Field(
         True,
-        description="backend local: the run's stage processes fork from one process that has imported torch "
-        "and transformers (components/stages/handover.py; about 5 s less per step) | false: each stage process "
-        "imports them itself",
+        description="backend local, a run of two stages or more: its stage processes fork from one process that "
+        "has imported torch and transformers (components/stages/handover.py; about 5 s less per step) | false: "
+        "each stage process imports them itself",
     )
     train_processes: int = Field(
         1, ge=1, le=1024, description="training processes; above 1 the step relaunches under `accelerate launch`"

@@ -43,9 +43,9 @@ from components.config.cluster import Backend, ClusterConfig
 from components.stages.handover import ENV, foreign_variables, receive, send
 from flows.runtime.processes import die_with_parent, end_group
 
+BIND_TIMEOUT_S = 60.0  # for the server to start and bind its socket
 # What the stages import that takes seconds (transformers' auto classes pull in its modeling and
 # generation code); the project's own modules are never preloaded, so a stage runs the code on disk.
-BIND_TIMEOUT_S = 60.0  # for the server to start and bind its socket
 PRELOAD = ("numpy", "torch", "transformers", "transformers.modeling_utils", "transformers.generation", "peft")
 
 
@@ -274,12 +274,13 @@ def stage_server(cluster: ClusterConfig, log_dir: Path, stages: int) -> Iterator
     deadline = time.monotonic() + BIND_TIMEOUT_S  # bound, it queues the stages that come during its imports
     while not os.path.exists(path) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
-    if os.path.exists(path):
+    bound = os.path.exists(path)
+    if bound:
         os.environ[ENV] = path
     else:
         logging.getLogger(__name__).warning("no stage server (see %s): each stage imports torch itself", out.name)
     try:
-        yield path if ENV in os.environ else None
+        yield path if bound else None
     finally:
         os.environ.pop(ENV, None)
         end_group(proc, grace_s=5.0)
