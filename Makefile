@@ -8,7 +8,8 @@ export DVC_NO_ANALYTICS := 1
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS := 90
 export TOKENIZERS_PARALLELISM := false
-# pytest worker processes (pytest-xdist; 0: the tests run in this process, one after another)
+# make test's pytest workers (pytest-xdist; 0: the tests run in this process, one after another). The
+# slow tier runs in one process: its pipelines each use both cores, and two at once took longer.
 TEST_WORKERS ?= 2
 
 .PHONY: install lint data model run test test-slow test-manual bench clean
@@ -38,7 +39,7 @@ test: lint data model
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not slow and not gpu and not manual" --durations=25
 
 test-slow: data model
-	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist worksteal -m "slow and not manual" --durations=5
+	$(BIN)/pytest -q -m "slow and not manual" --durations=5
 
 test-manual: data model
 	$(BIN)/pytest -q -m "manual"
