@@ -103,13 +103,21 @@ def _batched_sums(
         yield {i: sums[j, : seqs[i].num_turns].tolist() for j, i in enumerate(chunk)}
 
 
+def _cached(model_id: str, seqs: Sequence[TokenSequence], cache: Path) -> tuple[list[str], dict[str, list[float]]]:
+    """The cache keys of `seqs` under `model_id`, and the sums `cache` already holds (by key)."""
+    return [sequence_key(model_id, s) for s in seqs], {row.key: row.sums for row in read_resumable(cache, ReferenceRow)}
+
+
 def frozen_reference_sums(
     model_path: str, dtype: str, seqs: Sequence[TokenSequence], cache: Path, pad_id: int, batch_size: int
 ) -> list[list[float]]:
     """`reference_sums` under the frozen model at `model_path`, loaded for this pass and released after,
-    so the training that follows holds only the trained model."""
+    so the training that follows holds only the trained model; not loaded when `cache` has them all."""
     from components.training.models import load_frozen, train_device_dtype
 
+    keys, known = _cached(model_path, seqs, cache)
+    if all(k in known for k in keys):
+        return [known[k] for k in keys]
     model = load_frozen(model_path, *train_device_dtype(dtype))
     sums = reference_sums(model, model_path, seqs, cache, pad_id, batch_size)
     del model
@@ -122,8 +130,7 @@ def reference_sums(
     model, model_id: str, seqs: Sequence[TokenSequence], cache: Path, pad_id: int, batch_size: int = 8
 ) -> list[list[float]]:
     """Per-turn log-prob sums of `seqs` under the frozen `model`, read from / appended to `cache`."""
-    keys = [sequence_key(model_id, s) for s in seqs]
-    known = {row.key: row.sums for row in read_resumable(cache, ReferenceRow)}
+    keys, known = _cached(model_id, seqs, cache)
     todo = list({k: i for i, k in enumerate(keys) if k not in known}.values())
     is_action = {i: action_split(seqs[i]) is not None for i in todo}
     actions = [i for i in todo if is_action[i]]

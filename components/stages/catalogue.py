@@ -275,6 +275,7 @@ STAGES: dict[str, Stage] = {
                 ROLLOUTS,
                 str(TRAIN.pairs),
                 *(str(TRAIN.ranking_dir / f) for f in ("ranked.jsonl", "critic_means.jsonl", "baseline_means.jsonl")),
+                str(TRAIN.critic_dir / "reference_logprobs.jsonl"),
                 ACTOR_INPUT[Algo.sweet],
                 TASKS,
             ),

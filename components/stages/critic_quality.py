@@ -2,9 +2,11 @@
 
 Reads: the scored rollouts (`trajectories.jsonl`), their trajectory pairs (`pairs.jsonl`), the ranked
 candidates and the means the ranking step computed (`ranked.jsonl`, `critic_means.jsonl`,
-`baseline_means.jsonl`), the turn pairs (`turn_pairs.jsonl`), the tasks file, the trained critic,
-its base model (the frozen reference) and the actor. Writes to out_dir `metrics.json` and
-`quality.md` (the same figures as a table); its log-prob caches there are redone on every run.
+`baseline_means.jsonl`), the turn pairs (`turn_pairs.jsonl`), the tasks file, the trained critic and
+its reference pass (`reference_logprobs.jsonl`: the frozen reference's sums of the same dialogues,
+not recomputed), its base model (the frozen reference) and the actor. Writes to out_dir
+`metrics.json` and `quality.md` (the same figures as a table); its log-prob caches there are redone
+on every run.
 
 Four scorers are measured, each a difference of two mean log-probs times beta (components/lm/advantage.py):
 - `trained`: the ranking as used, the trained critic with c minus the ranking baseline
@@ -26,6 +28,7 @@ Ties: scores within `critic.tie_tolerance`. Run as `python -m components.stages.
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from pathlib import Path
 
@@ -222,6 +225,8 @@ def run(
     out_dir.mkdir(parents=True, exist_ok=True)
     for cache in out_dir.glob("*.jsonl"):  # log-probs of models that may have changed under the same path
         cache.unlink()
+    if ranking.critic.trains:  # the critic step's reference pass: the same dialogues under critic.model
+        shutil.copyfile(layout.critic_dir / "reference_logprobs.jsonl", out_dir / "reference_sums.jsonl")
     started = time.perf_counter()
     tokenizer = AutoTokenizer.from_pretrained(models.critic)
     trajs = {t.key: t for t in read_jsonl(trajectories, Trajectory)}

@@ -46,6 +46,10 @@ def test_tiny_profile_runs_every_sweet_rl_step(project_dir, prepared_model_dir, 
     assert (run_dir / "results.md").exists() and (run_dir / "iter-1/train/actor/model/config.json").exists()
     for stage in ("critic", "actor"):
         assert json.loads((run_dir / f"iter-1/train/{stage}/metrics.json").read_text())["steps"] == 1
+    train = run_dir / "iter-1/train"  # critic quality reuses the critic's reference pass, adding nothing
+    assert (train / "critic_quality/reference_sums.jsonl").read_text() == (
+        train / "critic/reference_logprobs.jsonl"
+    ).read_text()
     params = yaml.safe_load((run_dir / "iter-1/params.yaml").read_text())
     assert {params[s]["model"] for s in ("rollouts", "train", "critic")} == {"models/tiny-llama"}
     assert {params[s]["engine"] for s in ("eval", "rollouts", "candidates")} == {"hf"}

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from components.data.records import Turn
-from components.lm.forward import reference_sums, turn_logprob_sums
+from components.lm.forward import frozen_reference_sums, reference_sums, turn_logprob_sums
 from components.lm.sequences import action_sequence, collate, dialogue_sequence, with_prefix
 from tests.factories import make_trajectory
 
@@ -85,6 +85,22 @@ def test_reference_sums_are_cached_and_keyed_by_model_and_content(toy, tmp_path)
         toy.model.embed_tokens.weight.mul_(0)  # a cached value must not be recomputed
     assert reference_sums(toy, "toy", seqs, cache, pad_id=0) == first
     assert reference_sums(toy, "other", seqs[:1], cache, pad_id=0) != first[:1]  # another model: new keys
+
+
+def test_frozen_reference_sums_load_no_model_when_the_cache_has_every_sequence(toy_model_dir, tmp_path, monkeypatch):
+    from components.training import models
+
+    seqs = [action_sequence([5, 6], [7, 8]), action_sequence([5], [9])]
+    cache, path = tmp_path / "ref.jsonl", str(toy_model_dir)
+    first = frozen_reference_sums(path, "float32", seqs, cache, pad_id=0, batch_size=2)
+
+    def no_load(*args):
+        raise AssertionError("the model was loaded although every sum is cached")
+
+    monkeypatch.setattr(models, "load_frozen", no_load)
+    assert frozen_reference_sums(path, "float32", seqs[::-1], cache, pad_id=0, batch_size=2) == first[::-1]
+    with pytest.raises(AssertionError, match="was loaded"):  # one sequence not cached: the model is needed
+        frozen_reference_sums(path, "float32", [action_sequence([5], [10])], cache, pad_id=0, batch_size=2)
 
 
 def test_reference_sums_of_actions_sharing_a_prompt_equal_the_batched_forward(toy, tmp_path):
