@@ -194,6 +194,9 @@ class TrainConfig(_Section):
     experiment: str = Field("sweetflow-train", min_length=1, description="MLflow experiment")
 
 
+REFERENCE_LOGPROBS = "reference_logprobs.jsonl"  # a training stage's frozen reference pass, in its out dir
+
+
 @dataclass(frozen=True)
 class TrainLayout:
     """Where each training stage reads and writes, under one root folder (the candidates to rank

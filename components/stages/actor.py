@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from components.config.training import ActorConfig, Algo, NllScope, TrainLayout
+from components.config.training import REFERENCE_LOGPROBS, ActorConfig, Algo, NllScope, TrainLayout
 from components.data.records import Trajectory, TrajectoryPair, TurnPair, read_jsonl
 from components.lm.forward import frozen_reference_sums, turn_logprob_sums
 from components.lm.losses import dpo_loss
@@ -141,7 +141,7 @@ def with_reference(
     flat = [s for pair in pairs for s in pair]
     with distributed.main_first():  # rank 0 fills the cache, the other processes read it
         sums = frozen_reference_sums(
-            model, cfg.optim.dtype, flat, out_dir / "reference_logprobs.jsonl", pad_id, cfg.ref_batch_size
+            model, cfg.optim.dtype, flat, out_dir / REFERENCE_LOGPROBS, pad_id, cfg.ref_batch_size
         )
     return [DpoExample(c, r, sum(sums[2 * i]), sum(sums[2 * i + 1])) for i, (c, r) in enumerate(pairs)]
 

@@ -26,7 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
-from components.config.training import Algo, CriticChoice, Family, TrainLayout
+from components.config.training import REFERENCE_LOGPROBS, Algo, CriticChoice, Family, TrainLayout
 
 CODE_ROOT = Path(__file__).resolve().parents[2]  # the checkout holding components/
 PACKAGE = "components"
@@ -133,7 +133,7 @@ def _training_outs(folder: Path) -> tuple[Out, ...]:
     return (
         Out(str(folder / "model")),
         Out(str(folder / "checkpoints"), persist=True),
-        Out(str(folder / "reference_logprobs.jsonl"), persist=True, reference=True),
+        Out(str(folder / REFERENCE_LOGPROBS), persist=True, reference=True),
         Out(str(folder / "train_metrics.jsonl"), persist=True, cache=False),
     )
 
@@ -275,7 +275,7 @@ STAGES: dict[str, Stage] = {
                 ROLLOUTS,
                 str(TRAIN.pairs),
                 *(str(TRAIN.ranking_dir / f) for f in ("ranked.jsonl", "critic_means.jsonl", "baseline_means.jsonl")),
-                str(TRAIN.critic_dir / "reference_logprobs.jsonl"),
+                str(TRAIN.critic_dir / REFERENCE_LOGPROBS),
                 ACTOR_INPUT[Algo.sweet],
                 TASKS,
             ),

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import torch
 
-from components.config.training import CriticConfig, Information, TrainLayout
+from components.config.training import REFERENCE_LOGPROBS, CriticConfig, Information, TrainLayout
 from components.data.records import Trajectory, TrajectoryPair, read_jsonl
 from components.data.split import hashed_below
 from components.lm.advantage import pair_accuracy, trajectory_scores
@@ -140,7 +140,7 @@ def critic_pairs(cfg: CriticConfig, seq_pairs, tokenizer, out_dir: Path) -> list
             cfg.model,
             cfg.optim.dtype,
             flat,
-            out_dir / "reference_logprobs.jsonl",
+            out_dir / REFERENCE_LOGPROBS,
             tokenizer.pad_token_id,
             cfg.ref_batch_size,
         )

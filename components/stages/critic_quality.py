@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from components.config.training import Baseline, CriticConfig, RankingConfig, TrainLayout
+from components.config.training import REFERENCE_LOGPROBS, Baseline, CriticConfig, RankingConfig, TrainLayout
 from components.data.records import Trajectory, TrajectoryPair, TurnCandidates, TurnPair, read_jsonl
 from components.data.split import Split
 from components.lm.advantage import trajectory_scores
@@ -226,7 +226,7 @@ def run(
     for cache in out_dir.glob("*.jsonl"):  # log-probs of models that may have changed under the same path
         cache.unlink()
     if ranking.critic.trains:  # the critic step's reference pass: the same dialogues under critic.model
-        shutil.copyfile(layout.critic_dir / "reference_logprobs.jsonl", out_dir / "reference_sums.jsonl")
+        shutil.copyfile(layout.critic_dir / REFERENCE_LOGPROBS, out_dir / "reference_sums.jsonl")
     started = time.perf_counter()
     tokenizer = AutoTokenizer.from_pretrained(models.critic)
     trajs = {t.key: t for t in read_jsonl(trajectories, Trajectory)}
