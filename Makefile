@@ -11,6 +11,8 @@ export TOKENIZERS_PARALLELISM := false
 # make test's pytest workers (pytest-xdist; 0: the tests run in this process, one after another). The
 # slow tier runs in one process: its pipelines each use both cores, and two at once took longer.
 TEST_WORKERS ?= 2
+# more options for make run's pipeline, e.g. RUN_ARGS="-S cluster.engine_scope=run" (one vLLM server per run)
+RUN_ARGS ?=
 
 .PHONY: install lint data model run test test-slow test-manual bench clean
 
@@ -28,7 +30,7 @@ model: install
 	$(BIN)/sweetflow model prepare
 
 run: data model
-	$(BIN)/sweetflow run --baselines mtdpo,rft
+	$(BIN)/sweetflow run --baselines mtdpo,rft $(RUN_ARGS)
 	$(BIN)/sweetflow compare --task elicitation
 
 lint: install

@@ -17,7 +17,8 @@ prints a table):
 - per scope: the median of each figure over the repeats, and the speed-up of `run` over `step`;
 - per repeat and records file (trajectories, candidates): how many records are identical both ways
   (the server batches requests as they arrive, and bf16 results depend on the batch: README
-  "Determinism").
+  "Determinism"); and per scope, how many are identical between its first run and each later one
+  (whether the scope gives the same records run after run).
 
 The task's records stage runs in each run, restored from DVC's run cache (its lock moves with the
 run folder; a second or less); the per-step table shows it apart.
@@ -107,6 +108,14 @@ def same_records(step_dir: Path, run_dir: Path) -> dict[str, str]:
     return out
 
 
+def same_across_repeats(repeats: int) -> dict[str, dict[int, dict[str, str]]]:
+    """Per scope and later repeat: identical records between its first run and that one."""
+    return {
+        scope: {i: same_records(KEPT / f"{scope}-0", KEPT / f"{scope}-{i}") for i in range(1, repeats)}
+        for scope in ("step", "run")
+    }
+
+
 def summarize(runs: list[dict]) -> dict:
     """Medians per scope and the speed-up of the run's engine over an engine per step."""
     out: dict = {}
@@ -163,11 +172,12 @@ def main() -> None:
         "runs": runs,
         "summary": summarize(runs),
         "same_records": same,
+        "same_across_repeats": same_across_repeats(args.repeats),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(table(runs))
-    print(json.dumps({"summary": result["summary"], "same_records": same}, indent=2))
+    print(json.dumps({key: result[key] for key in ("summary", "same_records", "same_across_repeats")}, indent=2))
 
 
 if __name__ == "__main__":
